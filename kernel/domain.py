@@ -1,0 +1,158 @@
+"""Domains: the named, finite attributes a private table is defined over.
+
+A data vector over a Domain is the histogram of the table, flattened row-major
+(the first attribute is the most significant), so its length is ``domain.size``.
+
+>>> d = Domain.from_sizes([2, 3], names=["sex", "age"])
+>>> d.size, d.sizes, d.index("age")
+(6, (2, 3), 1)
+>>> d.project(["age"]).sizes
+(3,)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class Attribute(BaseModel):
+    """One attribute: a name, a size (values are codes 0..size-1) and optional labels."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    size: int = Field(ge=1)
+    labels: tuple[str, ...] | None = None
+
+    @model_validator(mode="after")
+    def _labels_match_size(self) -> Attribute:
+        if self.labels is not None:
+            if len(self.labels) != self.size:
+                raise ValueError(
+                    f"attribute {self.name!r} has size {self.size} but {len(self.labels)} labels; "
+                    "give exactly one label per value"
+                )
+            if len(set(self.labels)) != len(self.labels):
+                raise ValueError(f"attribute {self.name!r} has repeated labels")
+        return self
+
+    def code(self, label: str) -> int:
+        """The integer code of a value label."""
+        if self.labels is None:
+            raise ValueError(f"attribute {self.name!r} has no labels")
+        try:
+            return self.labels.index(label)
+        except ValueError:
+            raise ValueError(f"{label!r} is not a value of attribute {self.name!r}") from None
+
+
+class Domain(BaseModel):
+    """An ordered tuple of attributes with distinct names."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    attributes: tuple[Attribute, ...]
+
+    @field_validator("attributes")
+    @classmethod
+    def _distinct_names(cls, attributes: tuple[Attribute, ...]) -> tuple[Attribute, ...]:
+        if not attributes:
+            raise ValueError("a domain needs at least one attribute")
+        names = [a.name for a in attributes]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"attribute names must be distinct; repeated: {repeated}")
+        return attributes
+
+    @classmethod
+    def from_sizes(cls, sizes: Sequence[int], names: Sequence[str] | None = None) -> Domain:
+        """A domain from attribute sizes; names default to ``a0, a1, ...``."""
+        sizes = [_as_size(s) for s in sizes]
+        if names is None:
+            names = [f"a{i}" for i in range(len(sizes))]
+        if len(names) != len(sizes):
+            raise ValueError(f"{len(names)} names for {len(sizes)} sizes")
+        return cls(attributes=tuple(Attribute(name=n, size=s) for n, s in zip(names, sizes)))
+
+    @classmethod
+    def from_dict(cls, spec: dict[str, int | Sequence[str]]) -> Domain:
+        """A domain from ``{name: size}`` or ``{name: [labels...]}``."""
+        attributes = []
+        for name, value in spec.items():
+            if isinstance(value, (int,)) or hasattr(value, "__index__"):
+                attributes.append(Attribute(name=name, size=_as_size(value)))
+            else:
+                labels = tuple(str(v) for v in value)
+                attributes.append(Attribute(name=name, size=len(labels), labels=labels))
+        return cls(attributes=tuple(attributes))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attributes)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(a.size for a in self.attributes)
+
+    @property
+    def size(self) -> int:
+        """Number of cells: the length of the data vector."""
+        return math.prod(self.sizes)
+
+    def __len__(self) -> int:
+        return len(self.attributes)
+
+    def __getitem__(self, name: str) -> Attribute:
+        return self.attributes[self.index(name)]
+
+    def index(self, attribute: str | int) -> int:
+        """Position of an attribute given by name or position."""
+        if isinstance(attribute, str):
+            try:
+                return self.names.index(attribute)
+            except ValueError:
+                raise ValueError(
+                    f"unknown attribute {attribute!r}; the domain has {list(self.names)}"
+                ) from None
+        position = int(attribute)
+        if not 0 <= position < len(self.attributes):
+            raise ValueError(f"attribute position {position} out of range 0..{len(self.attributes) - 1}")
+        return position
+
+    def indices(self, attributes: Iterable[str | int]) -> tuple[int, ...]:
+        positions = tuple(self.index(a) for a in attributes)
+        if len(set(positions)) != len(positions):
+            raise ValueError(f"attributes repeated in {list(attributes)}")
+        return positions
+
+    def project(self, attributes: Iterable[str | int]) -> Domain:
+        """The sub-domain on the given attributes, in domain order."""
+        keep = sorted(self.indices(attributes))
+        if not keep:
+            raise ValueError("project needs at least one attribute")
+        return Domain(attributes=tuple(self.attributes[i] for i in keep))
+
+
+DomainLike = Union[Domain, Sequence[int]]
+
+
+def as_domain(domain: DomainLike) -> Domain:
+    """Accept a Domain or a plain list of attribute sizes."""
+    if isinstance(domain, Domain):
+        return domain
+    if isinstance(domain, (str, bytes)) or not isinstance(domain, Iterable):
+        raise TypeError(f"expected a Domain or a list of attribute sizes, got {type(domain).__name__}")
+    return Domain.from_sizes(list(domain))
+
+
+def _as_size(value: object) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise ValueError(f"attribute size must be a positive integer, got {value!r}")
+    size = int(value)  # type: ignore[call-overload]
+    if size < 1:
+        raise ValueError(f"attribute size must be a positive integer, got {size}")
+    return size
