@@ -1,0 +1,29 @@
+"""Implicit matrices: structured linear maps with products, Grams, norms, pseudo-inverses and specs.
+
+The kernel computes sensitivities with these classes, so they are part of what is audited.
+"""
+
+from kernel.matrix.base import Matrix, Norm, Product, Sum, Transpose, Weighted
+from kernel.matrix.blocks import (
+    AllRange,
+    Diagonal,
+    Haar,
+    Hierarchical,
+    Identity,
+    IntervalGram,
+    Intervals,
+    Ones,
+    Prefix,
+    Suffix,
+    Total,
+    WidthRange,
+)
+from kernel.matrix.compose import HStack, Kronecker, Marginals, VStack
+from kernel.matrix.dense import Dense, Sparse
+from kernel.matrix.spec import MatrixSpec, MatrixSpecAdapter, from_spec
+
+__all__ = [
+    "AllRange", "Dense", "Diagonal", "HStack", "Haar", "Hierarchical", "Identity", "IntervalGram", "Intervals",
+    "Kronecker", "Marginals", "Matrix", "MatrixSpec", "MatrixSpecAdapter", "Norm", "Ones", "Prefix", "Product",
+    "Sparse", "Suffix", "Sum", "Total", "Transpose", "Weighted", "WidthRange", "from_spec",
+]

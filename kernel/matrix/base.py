@@ -1,0 +1,420 @@
+"""The implicit matrix base class and the generic compositions (product, sum, weights, transpose).
+
+A ``Matrix`` is a linear map known by its structure rather than its entries, in the
+shape of scipy's LinearOperator: ``shape``, products on both sides, a transpose that is
+itself a Matrix. It adds what a differential-privacy kernel and a strategy optimizer need:
+Gram matrices, column norms (sensitivities), pseudo-inverses and a serializable spec.
+Materializing is always an explicit call (``dense()``).
+
+``__array_ufunc__ = None`` makes numpy refuse ufuncs on operator objects (``np.abs(A)``
+raises ``TypeError``) and makes ``x @ A`` call our ``__rmatmul__``.
+
+>>> import numpy as np
+>>> from kernel.matrix import Prefix
+>>> A = Prefix(3) * 2.0
+>>> A @ np.array([1.0, 1.0, 1.0])
+array([2., 4., 6.])
+>>> A.sensitivity("l1")
+6.0
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+Norm = Literal["l1", "l2"]
+
+# Entries materialized at once by generic (structure-free) fallbacks.
+_BLOCK_ENTRIES = 1 << 24
+
+
+class Matrix(ABC):
+    """An implicit real matrix. Subclasses implement ``_matmat`` and ``_rmatmat``."""
+
+    __array_ufunc__ = None
+    dtype = np.dtype(np.float64)
+    shape: tuple[int, int]
+    #: True when every entry is 0 or 1, so that |A| = A and A*A = A elementwise.
+    binary: bool = False
+
+    # ---- products -------------------------------------------------------------------
+    @abstractmethod
+    def _matmat(self, X: np.ndarray) -> np.ndarray:
+        """A @ X for a 2-D array X with shape (n, k)."""
+
+    @abstractmethod
+    def _rmatmat(self, Y: np.ndarray) -> np.ndarray:
+        """A.T @ Y for a 2-D array Y with shape (m, k)."""
+
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        return self @ x
+
+    def rmatvec(self, y: np.ndarray) -> np.ndarray:
+        return self.T @ y
+
+    def __matmul__(self, other):
+        if isinstance(other, Matrix):
+            return Product([self, other])
+        return _apply(self._matmat, self.shape, other, "A @ x")
+
+    def __rmatmul__(self, other):
+        # x @ A = (A.T @ x.T).T
+        x = np.asarray(other, dtype=np.float64)
+        if x.ndim == 1:
+            return _apply(self._rmatmat, self.shape[::-1], x, "x @ A")
+        return _apply(self._rmatmat, self.shape[::-1], x.T, "X @ A").T
+
+    # ---- algebra ----------------------------------------------------------------------
+    @property
+    def T(self) -> Matrix:
+        return Transpose(self)
+
+    def __mul__(self, weight) -> Matrix:
+        if isinstance(weight, Matrix) or np.ndim(weight) != 0:
+            raise TypeError("Matrix * c takes a scalar c; use diagonal(w) @ A for per-row weights")
+        return Weighted(self, float(weight))
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> Matrix:
+        return self * -1.0
+
+    def __truediv__(self, weight) -> Matrix:
+        return self * (1.0 / float(weight))
+
+    def __add__(self, other: Matrix) -> Matrix:
+        if not isinstance(other, Matrix):
+            return NotImplemented
+        return Sum([self, other])
+
+    def gram(self) -> Matrix:
+        """A.T @ A, as structured as the class allows."""
+        return Product([self.T, self])
+
+    def pinv(self) -> Matrix:
+        """The Moore-Penrose pseudo-inverse; generic fallback materializes (small matrices only)."""
+        m, n = self.shape
+        if m * n > _BLOCK_ENTRIES:
+            raise NotImplementedError(
+                f"{type(self).__name__} of shape {self.shape} has no structured pseudo-inverse and is too "
+                "large to invert densely; solve least squares iteratively (scipy LSMR) instead"
+            )
+        from kernel.matrix.dense import Dense
+
+        return Dense(np.linalg.pinv(self.dense()))
+
+    def abs(self) -> Matrix:
+        """Elementwise absolute value."""
+        return self if self.binary else _dense_elementwise(self, np.abs)
+
+    def square(self) -> Matrix:
+        """Elementwise square."""
+        return self if self.binary else _dense_elementwise(self, np.square)
+
+    # ---- norms ------------------------------------------------------------------------
+    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
+        """L1 or L2 norm of every column, without materializing when structure allows."""
+        _check_norm(norm)
+        if self.binary:
+            counts = self.T @ np.ones(self.shape[0])
+            return counts if norm == "l1" else np.sqrt(counts)
+        return _column_norms_blockwise(self, norm)
+
+    def sensitivity(self, norm: Norm = "l1") -> float:
+        """Max column norm: how far one record (a unit change of one cell) moves A @ x."""
+        norms = self.column_norms(norm)
+        return float(norms.max()) if norms.size else 0.0
+
+    def frobenius_squared(self) -> float:
+        """Sum of squared entries (= trace of the Gram)."""
+        return float(np.sum(self.column_norms("l2") ** 2))
+
+    def trace(self) -> float:
+        """Trace of a square matrix."""
+        m, n = self.shape
+        if m != n:
+            raise ValueError(f"trace needs a square matrix, got shape {self.shape}")
+        total = 0.0
+        step = max(1, _BLOCK_ENTRIES // max(n, 1))
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            block = self._matmat(_unit_columns(n, start, stop))
+            total += float(np.trace(block[start:stop]))
+        return total
+
+    # ---- materialization --------------------------------------------------------------
+    def dense(self) -> np.ndarray:
+        """All entries as a numpy array (explicit, may be large)."""
+        return self._matmat(np.eye(self.shape[1]))
+
+    def rows(self, index) -> np.ndarray:
+        """Selected rows as a dense 2-D array."""
+        index = np.atleast_1d(np.asarray(index, dtype=np.int64))
+        m = self.shape[0]
+        if index.size and (index.min() < -m or index.max() >= m):
+            raise IndexError(f"row index out of range for a matrix with {m} rows")
+        units = np.zeros((m, index.size))
+        units[index % m, np.arange(index.size)] = 1.0
+        return self._rmatmat(units).T
+
+    # ---- serialization ----------------------------------------------------------------
+    @abstractmethod
+    def to_spec(self):
+        """A pydantic model describing this matrix as data (see kernel.matrix.spec)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}{self.shape}"
+
+
+# ---- generic compositions -------------------------------------------------------------
+
+
+class Transpose(Matrix):
+    """The transpose of a matrix that has no structured transpose of its own."""
+
+    def __init__(self, base: Matrix):
+        self.base = base
+        self.shape = base.shape[::-1]
+        self.binary = base.binary
+
+    def _matmat(self, X):
+        return self.base._rmatmat(X)
+
+    def _rmatmat(self, Y):
+        return self.base._matmat(Y)
+
+    @property
+    def T(self) -> Matrix:
+        return self.base
+
+    def abs(self) -> Matrix:
+        return self.base.abs().T
+
+    def square(self) -> Matrix:
+        return self.base.square().T
+
+    def pinv(self) -> Matrix:
+        return self.base.pinv().T
+
+    def to_spec(self):
+        from kernel.matrix.spec import TransposeSpec
+
+        return TransposeSpec(base=self.base.to_spec())
+
+
+class Weighted(Matrix):
+    """c * A for a scalar c."""
+
+    def __init__(self, base: Matrix, weight: float):
+        weight = float(weight)
+        if not math.isfinite(weight):
+            raise ValueError(f"matrix weight must be finite, got {weight}")
+        self.base, self.weight = base, weight
+        self.shape = base.shape
+
+    def _matmat(self, X):
+        return self.weight * self.base._matmat(X)
+
+    def _rmatmat(self, Y):
+        return self.weight * self.base._rmatmat(Y)
+
+    @property
+    def T(self) -> Matrix:
+        return Weighted(self.base.T, self.weight)
+
+    def __mul__(self, weight) -> Matrix:
+        if isinstance(weight, Matrix) or np.ndim(weight) != 0:
+            return super().__mul__(weight)
+        return Weighted(self.base, self.weight * float(weight))
+
+    __rmul__ = __mul__
+
+    def gram(self) -> Matrix:
+        return Weighted(self.base.gram(), self.weight**2)
+
+    def pinv(self) -> Matrix:
+        if self.weight == 0.0:
+            from kernel.matrix.blocks import Ones
+
+            return Ones(*self.shape[::-1]) * 0.0
+        return Weighted(self.base.pinv(), 1.0 / self.weight)
+
+    def abs(self) -> Matrix:
+        return Weighted(self.base.abs(), abs(self.weight))
+
+    def square(self) -> Matrix:
+        return Weighted(self.base.square(), self.weight**2)
+
+    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
+        return abs(self.weight) * self.base.column_norms(norm)
+
+    def sensitivity(self, norm: Norm = "l1") -> float:
+        return abs(self.weight) * self.base.sensitivity(norm)
+
+    def frobenius_squared(self) -> float:
+        return self.weight**2 * self.base.frobenius_squared()
+
+    def trace(self) -> float:
+        return self.weight * self.base.trace()
+
+    def dense(self) -> np.ndarray:
+        return self.weight * self.base.dense()
+
+    def to_spec(self):
+        from kernel.matrix.spec import WeightedSpec
+
+        return WeightedSpec(base=self.base.to_spec(), weight=self.weight)
+
+
+class Product(Matrix):
+    """A_1 @ A_2 @ ... @ A_k, applied right to left without forming the product."""
+
+    def __init__(self, factors: Sequence[Matrix]):
+        flat: list[Matrix] = []
+        for f in factors:
+            flat.extend(f.factors if isinstance(f, Product) else [f])
+        if not flat:
+            raise ValueError("a product needs at least one factor")
+        for left, right in zip(flat, flat[1:]):
+            if left.shape[1] != right.shape[0]:
+                raise ValueError(f"cannot multiply shapes {left.shape} and {right.shape}")
+        self.factors = flat
+        self.shape = (flat[0].shape[0], flat[-1].shape[1])
+
+    def _matmat(self, X):
+        for f in reversed(self.factors):
+            X = f._matmat(X)
+        return X
+
+    def _rmatmat(self, Y):
+        for f in self.factors:
+            Y = f._rmatmat(Y)
+        return Y
+
+    @property
+    def T(self) -> Matrix:
+        return Product([f.T for f in reversed(self.factors)])
+
+    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
+        # diag(w) @ B: exact from |B| (or B*B) and the weights, no materialization.
+        from kernel.matrix.blocks import Diagonal
+
+        if len(self.factors) == 2 and isinstance(self.factors[0], Diagonal):
+            w, B = self.factors[0].values, self.factors[1]
+            if norm == "l1":
+                return B.abs().T @ np.abs(w)
+            _check_norm(norm)
+            return np.sqrt(np.maximum(B.square().T @ (w * w), 0.0))
+        return _column_norms_blockwise(self, norm)
+
+    def abs(self) -> Matrix:
+        from kernel.matrix.blocks import Diagonal
+
+        if all(isinstance(f, Diagonal) for f in self.factors[:-1]):
+            return Product([f.abs() for f in self.factors])
+        return super().abs()
+
+    def square(self) -> Matrix:
+        from kernel.matrix.blocks import Diagonal
+
+        if all(isinstance(f, Diagonal) for f in self.factors[:-1]):
+            return Product([f.square() for f in self.factors])
+        return super().square()
+
+    def dense(self) -> np.ndarray:
+        if len(self.factors) == 1:
+            return self.factors[0].dense()
+        return self._matmat(np.eye(self.shape[1])) if self.shape[1] <= self.shape[0] else self.T.dense().T
+
+    def to_spec(self):
+        from kernel.matrix.spec import ProductSpec
+
+        return ProductSpec(factors=[f.to_spec() for f in self.factors])
+
+
+class Sum(Matrix):
+    """A_1 + A_2 + ... + A_k (same shape)."""
+
+    def __init__(self, terms: Sequence[Matrix]):
+        terms = list(terms)
+        if not terms:
+            raise ValueError("a sum needs at least one term")
+        shapes = {t.shape for t in terms}
+        if len(shapes) != 1:
+            raise ValueError(f"cannot add matrices of shapes {sorted(shapes)}")
+        self.terms = terms
+        self.shape = terms[0].shape
+
+    def _matmat(self, X):
+        return sum(t._matmat(X) for t in self.terms)
+
+    def _rmatmat(self, Y):
+        return sum(t._rmatmat(Y) for t in self.terms)
+
+    @property
+    def T(self) -> Matrix:
+        return Sum([t.T for t in self.terms])
+
+    def trace(self) -> float:
+        return float(sum(t.trace() for t in self.terms))
+
+    def dense(self) -> np.ndarray:
+        return sum(t.dense() for t in self.terms)
+
+    def to_spec(self):
+        from kernel.matrix.spec import SumSpec
+
+        return SumSpec(terms=[t.to_spec() for t in self.terms])
+
+
+# ---- helpers ----------------------------------------------------------------------------
+
+
+def _check_norm(norm: str) -> None:
+    if norm not in ("l1", "l2"):
+        raise ValueError(f"norm must be 'l1' or 'l2', got {norm!r}")
+
+
+def _apply(kernel_fn, shape: tuple[int, int], x, what: str) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    rows, cols = shape
+    if x.ndim not in (1, 2) or x.shape[0] != cols:
+        raise ValueError(f"{what}: matrix has shape {shape}, operand has shape {x.shape}")
+    if x.ndim == 1:
+        return kernel_fn(x.reshape(cols, 1)).reshape(rows)
+    return kernel_fn(x)
+
+
+def _unit_columns(n: int, start: int, stop: int) -> np.ndarray:
+    units = np.zeros((n, stop - start))
+    units[np.arange(start, stop), np.arange(stop - start)] = 1.0
+    return units
+
+
+def _column_norms_blockwise(A: Matrix, norm: Norm) -> np.ndarray:
+    """Exact column norms by materializing a block of columns at a time."""
+    _check_norm(norm)
+    m, n = A.shape
+    out = np.empty(n)
+    step = max(1, _BLOCK_ENTRIES // max(m, 1))
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        block = A._matmat(_unit_columns(n, start, stop))
+        out[start:stop] = np.abs(block).sum(axis=0) if norm == "l1" else np.sqrt((block * block).sum(axis=0))
+    return out
+
+
+def _dense_elementwise(A: Matrix, fn) -> Matrix:
+    m, n = A.shape
+    if m * n > _BLOCK_ENTRIES:
+        raise NotImplementedError(
+            f"elementwise |A| of a {type(A).__name__} of shape {A.shape} needs structure it does not have"
+        )
+    from kernel.matrix.dense import Dense
+
+    return Dense(fn(A.dense()))

@@ -1,0 +1,497 @@
+"""Structured one-dimensional blocks: identity, ones, diagonals, interval queries, Haar.
+
+Interval families (prefix, suffix, all ranges, width-w ranges, hierarchies, any list of
+intervals) share one implementation: a row sums the cells ``lo..hi`` (inclusive), so
+``A @ x`` is a difference of prefix sums and ``A.T @ y`` a prefix sum of a difference
+array: O(n + m) per product. Their Grams have closed forms (``G_ij`` = number of rows
+covering both i and j) and fast products.
+
+>>> import numpy as np
+>>> AllRange(3).dense()
+array([[1., 0., 0.],
+       [1., 1., 0.],
+       [1., 1., 1.],
+       [0., 1., 0.],
+       [0., 1., 1.],
+       [0., 0., 1.]])
+>>> AllRange(3).gram().dense()[0]
+array([3., 2., 1.])
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+
+from kernel.matrix.base import Matrix, Norm, _check_norm
+from kernel.matrix.dense import Sparse
+
+
+def _positive_int(value, what: str) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__") or int(value) < 1:
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+class Identity(Matrix):
+    """The n x n identity."""
+
+    binary = True
+
+    def __init__(self, n: int):
+        self.n = _positive_int(n, "Identity size")
+        self.shape = (self.n, self.n)
+
+    def _matmat(self, X):
+        return np.array(X, dtype=np.float64, copy=True)
+
+    _rmatmat = _matmat
+
+    @property
+    def T(self) -> Matrix:
+        return self
+
+    def gram(self) -> Matrix:
+        return self
+
+    def pinv(self) -> Matrix:
+        return self
+
+    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
+        _check_norm(norm)
+        return np.ones(self.n)
+
+    def trace(self) -> float:
+        return float(self.n)
+
+    def dense(self) -> np.ndarray:
+        return np.eye(self.n)
+
+    def to_spec(self):
+        from kernel.matrix.spec import IdentitySpec
+
+        return IdentitySpec(n=self.n)
+
+
+class Ones(Matrix):
+    """The m x n all-ones matrix; ``Total(n) = Ones(1, n)``."""
+
+    binary = True
+
+    def __init__(self, rows: int, cols: int):
+        self.shape = (_positive_int(rows, "Ones rows"), _positive_int(cols, "Ones columns"))
+
+    def _matmat(self, X):
+        return np.repeat(X.sum(axis=0, keepdims=True), self.shape[0], axis=0)
+
+    def _rmatmat(self, Y):
+        return np.repeat(Y.sum(axis=0, keepdims=True), self.shape[1], axis=0)
+
+    @property
+    def T(self) -> Matrix:
+        return Ones(self.shape[1], self.shape[0])
+
+    def gram(self) -> Matrix:
+        return Ones(self.shape[1], self.shape[1]) * float(self.shape[0])
+
+    def pinv(self) -> Matrix:
+        m, n = self.shape
+        return Ones(n, m) * (1.0 / (m * n))
+
+    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
+        _check_norm(norm)
+        m = float(self.shape[0])
+        return np.full(self.shape[1], m if norm == "l1" else np.sqrt(m))
+
+    def trace(self) -> float:
+        if self.shape[0] != self.shape[1]:
+            raise ValueError(f"trace needs a square matrix, got shape {self.shape}")
+        return float(self.shape[0])
+
+    def dense(self) -> np.ndarray:
+        return np.ones(self.shape)
+
+    def to_spec(self):
+        from kernel.matrix.spec import OnesSpec
+
+        return OnesSpec(rows=self.shape[0], cols=self.shape[1])
+
+
+def Total(n: int) -> Ones:
+    """The single query summing all n cells."""
+    return Ones(1, n)
+
+
+class Diagonal(Matrix):
+    """diag(values): per-row weights (``Diagonal(w) @ A``)."""
+
+    def __init__(self, values):
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim != 1 or values.size == 0:
+            raise ValueError("Diagonal needs a non-empty 1-D array of values")
+        if not np.all(np.isfinite(values)):
+            raise ValueError("Diagonal values must be finite (found NaN or inf)")
+        self.values = values
+        self.shape = (values.size, values.size)
+        self.binary = bool(np.all((values == 0) | (values == 1)))
+
+    def _matmat(self, X):
+        return self.values[:, None] * X
+
+    _rmatmat = _matmat
+
+    @property
+    def T(self) -> Matrix:
+        return self
+
+    def gram(self) -> Matrix:
+        return Diagonal(self.values**2)
+
+    def pinv(self) -> Matrix:
+        safe = np.where(self.values != 0, self.values, 1.0)
+        return Diagonal(np.where(self.values != 0, 1.0 / safe, 0.0))
+
+    def abs(self) -> Matrix:
+        return Diagonal(np.abs(self.values))
+
+    def square(self) -> Matrix:
+        return Diagonal(self.values**2)
+
+    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
+        _check_norm(norm)
+        return np.abs(self.values)
+
+    def trace(self) -> float:
+        return float(self.values.sum())
+
+    def dense(self) -> np.ndarray:
+        return np.diag(self.values)
+
+    def to_spec(self):
+        from kernel.matrix.spec import ArrayData, DiagonalSpec
+
+        return DiagonalSpec(values=ArrayData.of(self.values))
+
+
+# ---- interval families ----------------------------------------------------------------
+
+
+class Intervals(Matrix):
+    """Rows sum contiguous cells: row k is the indicator of ``lo[k]..hi[k]`` (inclusive)."""
+
+    binary = True
+
+    def __init__(self, n: int, lo, hi):
+        self.n = _positive_int(n, "domain size")
+        lo = np.asarray(lo, dtype=np.int64).ravel()
+        hi = np.asarray(hi, dtype=np.int64).ravel()
+        if lo.shape != hi.shape or lo.size == 0:
+            raise ValueError("intervals need equally many lower and upper ends (at least one)")
+        if lo.min() < 0 or hi.max() >= self.n or np.any(lo > hi):
+            raise ValueError(f"every interval needs 0 <= lo <= hi < {self.n}")
+        self._lo, self._hi = lo, hi
+        self.shape = (lo.size, self.n)
+
+    @property
+    def lo(self) -> np.ndarray:
+        return self._lo
+
+    @property
+    def hi(self) -> np.ndarray:
+        return self._hi
+
+    def _matmat(self, X):
+        sums = np.zeros((self.n + 1, X.shape[1]))
+        np.cumsum(X, axis=0, out=sums[1:])
+        return sums[self.hi + 1] - sums[self.lo]
+
+    @cached_property
+    def _ends(self) -> sp.csr_array:
+        """(n+1) x m difference operator: +1 at lo, -1 at hi+1."""
+        m = self.shape[0]
+        rows = np.concatenate([self.lo, self.hi + 1])
+        cols = np.concatenate([np.arange(m), np.arange(m)])
+        vals = np.concatenate([np.ones(m), -np.ones(m)])
+        return sp.csr_array((vals, (rows, cols)), shape=(self.n + 1, m))
+
+    def _rmatmat(self, Y):
+        return np.cumsum(np.asarray(self._ends @ Y), axis=0)[: self.n]
+
+    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
+        _check_norm(norm)
+        counts = self._coverage()
+        return counts if norm == "l1" else np.sqrt(counts)
+
+    def _coverage(self) -> np.ndarray:
+        """How many rows cover each cell."""
+        diff = np.zeros(self.n + 1)
+        np.add.at(diff, self.lo, 1.0)
+        np.add.at(diff, self.hi + 1, -1.0)
+        return np.cumsum(diff)[: self.n]
+
+    def gram(self) -> Matrix:
+        return IntervalGram(self)
+
+    def _gram_matmat(self, X):
+        return self._rmatmat(self._matmat(X))
+
+    def _gram_dense(self) -> np.ndarray:
+        A = self.dense()
+        return A.T @ A
+
+    def frobenius_squared(self) -> float:
+        return float(self._coverage().sum())
+
+    def to_spec(self):
+        from kernel.matrix.spec import ArrayData, IntervalsSpec
+
+        return IntervalsSpec(n=self.n, lo=ArrayData.of(self.lo), hi=ArrayData.of(self.hi))
+
+
+class IntervalGram(Matrix):
+    """A.T @ A of an interval matrix: symmetric, with the source's fast product and closed form."""
+
+    def __init__(self, source: Intervals):
+        self.source = source
+        self.shape = (source.n, source.n)
+
+    def _matmat(self, X):
+        return self.source._gram_matmat(X)
+
+    _rmatmat = _matmat
+
+    @property
+    def T(self) -> Matrix:
+        return self
+
+    def trace(self) -> float:
+        return self.source.frobenius_squared()
+
+    def dense(self) -> np.ndarray:
+        return self.source._gram_dense()
+
+    def to_spec(self):
+        from kernel.matrix.spec import GramSpec
+
+        return GramSpec(base=self.source.to_spec())
+
+
+def _index_grid(n: int) -> tuple[np.ndarray, np.ndarray]:
+    i = np.arange(n)
+    return np.minimum.outer(i, i), np.maximum.outer(i, i)
+
+
+class Prefix(Intervals):
+    """Row i sums cells 0..i (the empirical CDF)."""
+
+    def __init__(self, n: int):
+        n = _positive_int(n, "Prefix size")
+        super().__init__(n, np.zeros(n, dtype=np.int64), np.arange(n))
+
+    def _matmat(self, X):
+        return np.cumsum(X, axis=0)
+
+    def _rmatmat(self, Y):
+        return np.cumsum(Y[::-1], axis=0)[::-1]
+
+    @property
+    def T(self) -> Matrix:
+        return Suffix(self.n)
+
+    def _coverage(self):
+        return np.arange(self.n, 0, -1, dtype=np.float64)
+
+    def _gram_dense(self):
+        return (self.n - _index_grid(self.n)[1]).astype(np.float64)
+
+    def pinv(self) -> Matrix:
+        difference = sp.diags([np.ones(self.n), -np.ones(self.n - 1)], [0, -1], format="csr")
+        return Sparse(difference)
+
+    def to_spec(self):
+        from kernel.matrix.spec import PrefixSpec
+
+        return PrefixSpec(n=self.n)
+
+
+class Suffix(Intervals):
+    """Row i sums cells i..n-1."""
+
+    def __init__(self, n: int):
+        n = _positive_int(n, "Suffix size")
+        super().__init__(n, np.arange(n), np.full(n, n - 1, dtype=np.int64))
+
+    def _matmat(self, X):
+        return np.cumsum(X[::-1], axis=0)[::-1]
+
+    def _rmatmat(self, Y):
+        return np.cumsum(Y, axis=0)
+
+    @property
+    def T(self) -> Matrix:
+        return Prefix(self.n)
+
+    def _coverage(self):
+        return np.arange(1, self.n + 1, dtype=np.float64)
+
+    def _gram_dense(self):
+        return (_index_grid(self.n)[0] + 1).astype(np.float64)
+
+    def pinv(self) -> Matrix:
+        difference = sp.diags([np.ones(self.n), -np.ones(self.n - 1)], [0, 1], format="csr")
+        return Sparse(difference)
+
+    def to_spec(self):
+        from kernel.matrix.spec import SuffixSpec
+
+        return SuffixSpec(n=self.n)
+
+
+class AllRange(Intervals):
+    """Every interval [i, j], 0 <= i <= j < n, in lexicographic order: n(n+1)/2 rows."""
+
+    def __init__(self, n: int):
+        self.n = _positive_int(n, "AllRange size")
+        self.shape = (self.n * (self.n + 1) // 2, self.n)
+
+    @cached_property
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = np.triu_indices(self.n)
+        return lo.astype(np.int64), hi.astype(np.int64)
+
+    @property
+    def lo(self) -> np.ndarray:
+        return self._bounds[0]
+
+    @property
+    def hi(self) -> np.ndarray:
+        return self._bounds[1]
+
+    def _coverage(self):
+        j = np.arange(self.n, dtype=np.float64)
+        return (j + 1) * (self.n - j)
+
+    def _gram_matmat(self, X):
+        # G_ij = (min(i,j)+1)(n - max(i,j)): two running sums, O(n k).
+        n = self.n
+        j = np.arange(n, dtype=np.float64)[:, None]
+        below = np.cumsum((j + 1) * X, axis=0)  # sum_{j <= i} (j+1) x_j
+        above = np.zeros_like(below)
+        above[:-1] = np.cumsum(((n - j) * X)[::-1], axis=0)[::-1][1:]  # sum_{j > i} (n-j) x_j
+        return (n - j) * below + (j + 1) * above
+
+    def _gram_dense(self):
+        low, high = _index_grid(self.n)
+        return ((low + 1) * (self.n - high)).astype(np.float64)
+
+    def to_spec(self):
+        from kernel.matrix.spec import AllRangeSpec
+
+        return AllRangeSpec(n=self.n)
+
+
+class WidthRange(Intervals):
+    """All windows of w consecutive cells: rows [i, i+w-1] for i = 0..n-w."""
+
+    def __init__(self, n: int, width: int):
+        n = _positive_int(n, "WidthRange size")
+        self.width = _positive_int(width, "window width")
+        if self.width > n:
+            raise ValueError(f"window width {self.width} exceeds the domain size {n}")
+        lo = np.arange(n - self.width + 1)
+        super().__init__(n, lo, lo + self.width - 1)
+
+    def _gram_dense(self):
+        low, high = _index_grid(self.n)
+        count = np.minimum(low, self.n - self.width) - np.maximum(0, high - self.width + 1) + 1
+        return np.maximum(count, 0).astype(np.float64)
+
+    def to_spec(self):
+        from kernel.matrix.spec import WidthRangeSpec
+
+        return WidthRangeSpec(n=self.n, width=self.width)
+
+
+class Hierarchical(Intervals):
+    """The nodes of a b-ary tree of intervals over [0, n), level by level, leaves included.
+
+    ``Hierarchical(n, 2)`` is H2; HB excludes the root (``include_root=False``).
+    A node of size s splits into min(b, s) nearly equal children.
+    """
+
+    def __init__(self, n: int, branching: int = 2, include_root: bool = True):
+        n = _positive_int(n, "Hierarchical size")
+        self.branching = _positive_int(branching, "branching factor")
+        if self.branching < 2:
+            raise ValueError(f"branching factor must be at least 2, got {self.branching}")
+        self.include_root = bool(include_root)
+        lo, hi = _tree_intervals(n, self.branching)
+        if not self.include_root:
+            if n == 1:
+                raise ValueError("a tree over one cell has only its root")
+            lo, hi = lo[1:], hi[1:]
+        super().__init__(n, lo, hi)
+
+    def to_spec(self):
+        from kernel.matrix.spec import HierarchicalSpec
+
+        return HierarchicalSpec(n=self.n, branching=self.branching, include_root=self.include_root)
+
+
+def _tree_intervals(n: int, branching: int) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = [np.array([0])], [np.array([n - 1])]
+    level_lo, level_hi = lo[0], hi[0]
+    while True:
+        sizes = level_hi - level_lo + 1
+        split = sizes > 1
+        if not split.any():
+            break
+        next_lo, next_hi = [], []
+        for a, size in zip(level_lo[split], sizes[split]):
+            parts = min(branching, int(size))
+            cuts = a + (np.arange(parts + 1) * int(size)) // parts
+            next_lo.append(cuts[:-1])
+            next_hi.append(cuts[1:] - 1)
+        level_lo, level_hi = np.concatenate(next_lo), np.concatenate(next_hi)
+        lo.append(level_lo)
+        hi.append(level_hi)
+    return np.concatenate(lo), np.concatenate(hi)
+
+
+class Haar(Sparse):
+    """The (unnormalized) Haar wavelet basis of size n = 2^k: the total, then +1/-1 half-block contrasts.
+
+    Rows are mutually orthogonal, every column has L1 norm log2(n) + 1 (Privelet).
+    """
+
+    def __init__(self, n: int):
+        n = _positive_int(n, "Haar size")
+        if n & (n - 1):
+            raise ValueError(f"the Haar wavelet needs a power-of-two size, got {n}")
+        self.n = n
+        rows, cols, vals = [np.zeros(n, dtype=np.int64)], [np.arange(n)], [np.ones(n)]
+        row, block = 1, n
+        while block > 1:
+            half = block // 2
+            starts = np.arange(0, n, block)
+            cells = starts[:, None] + np.arange(block)[None, :]
+            rows.append(np.repeat(np.arange(row, row + starts.size), block))
+            cols.append(cells.ravel())
+            vals.append(np.tile(np.r_[np.ones(half), -np.ones(half)], starts.size))
+            row += starts.size
+            block = half
+        matrix = sp.csr_array(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n)
+        )
+        super().__init__(matrix)
+
+    def pinv(self) -> Matrix:
+        row_norms = np.asarray(self.matrix.multiply(self.matrix).sum(axis=1)).ravel()
+        return Sparse(self.matrix.T @ sp.diags(1.0 / row_norms))
+
+    def to_spec(self):
+        from kernel.matrix.spec import HaarSpec
+
+        return HaarSpec(n=self.n)

@@ -1,0 +1,314 @@
+"""Matrix specifications: a matrix as validated data (pydantic), so it can cross a process boundary.
+
+The kernel never receives matrix objects from a client: it receives a spec and rebuilds
+the matrix with its own classes (``from_spec``), then computes sensitivities itself.
+Arrays travel as base64 of little-endian bytes.
+
+>>> from kernel.matrix import Kronecker, Prefix, Identity
+>>> spec = Kronecker([Prefix(4), Identity(2)]).to_spec()
+>>> rebuilt = from_spec(MatrixSpecAdapter.validate_json(spec.model_dump_json()))
+>>> rebuilt.shape
+(8, 8)
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from typing import Annotated, Literal, Union
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from kernel.matrix.base import Matrix, Product, Sum, Transpose, Weighted
+
+_DTYPES = {"float64": np.dtype("<f8"), "int64": np.dtype("<i8")}
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ArrayData(_Spec):
+    """A numpy array as data: dtype, shape and base64 bytes."""
+
+    dtype: Literal["float64", "int64"]
+    shape: list[Annotated[int, Field(ge=0)]]
+    base64: str
+
+    @classmethod
+    def of(cls, array: np.ndarray) -> ArrayData:
+        array = np.asarray(array)
+        dtype = "int64" if np.issubdtype(array.dtype, np.integer) else "float64"
+        data = np.ascontiguousarray(array, dtype=_DTYPES[dtype])
+        return cls(dtype=dtype, shape=list(data.shape), base64=base64.b64encode(data.tobytes()).decode("ascii"))
+
+    @model_validator(mode="after")
+    def _length_matches(self) -> ArrayData:
+        expected = math.prod(self.shape) * _DTYPES[self.dtype].itemsize
+        # base64 length is 4 * ceil(bytes / 3); check before decoding anything large.
+        if len(self.base64) != 4 * ((expected + 2) // 3):
+            raise ValueError(f"array data does not hold {math.prod(self.shape)} {self.dtype} values of shape {self.shape}")
+        return self
+
+    def array(self) -> np.ndarray:
+        raw = base64.b64decode(self.base64, validate=True)
+        return np.frombuffer(raw, dtype=_DTYPES[self.dtype]).reshape(self.shape).copy()
+
+
+Size = Annotated[int, Field(ge=1)]
+
+
+class IdentitySpec(_Spec):
+    kind: Literal["identity"] = "identity"
+    n: Size
+
+    def build(self) -> Matrix:
+        from kernel.matrix.blocks import Identity
+
+        return Identity(self.n)
+
+
+class OnesSpec(_Spec):
+    kind: Literal["ones"] = "ones"
+    rows: Size
+    cols: Size
+
+    def build(self) -> Matrix:
+        from kernel.matrix.blocks import Ones
+
+        return Ones(self.rows, self.cols)
+
+
+class DiagonalSpec(_Spec):
+    kind: Literal["diagonal"] = "diagonal"
+    values: ArrayData
+
+    def build(self) -> Matrix:
+        from kernel.matrix.blocks import Diagonal
+
+        return Diagonal(self.values.array())
+
+
+class PrefixSpec(_Spec):
+    kind: Literal["prefix"] = "prefix"
+    n: Size
+
+    def build(self) -> Matrix:
+        from kernel.matrix.blocks import Prefix
+
+        return Prefix(self.n)
+
+
+class SuffixSpec(_Spec):
+    kind: Literal["suffix"] = "suffix"
+    n: Size
+
+    def build(self) -> Matrix:
+        from kernel.matrix.blocks import Suffix
+
+        return Suffix(self.n)
+
+
+class AllRangeSpec(_Spec):
+    kind: Literal["all_range"] = "all_range"
+    n: Size
+
+    def build(self) -> Matrix:
+        from kernel.matrix.blocks import AllRange
+
+        return AllRange(self.n)
+
+
+class WidthRangeSpec(_Spec):
+    kind: Literal["width_range"] = "width_range"
+    n: Size
+    width: Size
+
+    def build(self) -> Matrix:
+        from kernel.matrix.blocks import WidthRange
+
+        return WidthRange(self.n, self.width)
+
+
+class IntervalsSpec(_Spec):
+    kind: Literal["intervals"] = "intervals"
+    n: Size
+    lo: ArrayData
+    hi: ArrayData
+
+    def build(self) -> Matrix:
+        from kernel.matrix.blocks import Intervals
+
+        return Intervals(self.n, self.lo.array(), self.hi.array())
+
+
+class HierarchicalSpec(_Spec):
+    kind: Literal["hierarchical"] = "hierarchical"
+    n: Size
+    branching: Annotated[int, Field(ge=2)]
+    include_root: bool = True
+
+    def build(self) -> Matrix:
+        from kernel.matrix.blocks import Hierarchical
+
+        return Hierarchical(self.n, self.branching, self.include_root)
+
+
+class HaarSpec(_Spec):
+    kind: Literal["haar"] = "haar"
+    n: Size
+
+    def build(self) -> Matrix:
+        from kernel.matrix.blocks import Haar
+
+        return Haar(self.n)
+
+
+class DenseSpec(_Spec):
+    kind: Literal["dense"] = "dense"
+    data: ArrayData
+
+    def build(self) -> Matrix:
+        from kernel.matrix.dense import Dense
+
+        return Dense(self.data.array())
+
+
+class SparseSpec(_Spec):
+    kind: Literal["sparse"] = "sparse"
+    rows: Size
+    cols: Size
+    data: ArrayData
+    indices: ArrayData
+    indptr: ArrayData
+
+    def build(self) -> Matrix:
+        import scipy.sparse as sp
+
+        from kernel.matrix.dense import Sparse
+
+        indices, indptr = self.indices.array(), self.indptr.array()
+        if indptr.shape != (self.rows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+            raise ValueError("sparse spec: indptr must be non-decreasing, start at 0 and have rows + 1 entries")
+        if indptr[-1] != indices.size or indices.size != self.data.array().size:
+            raise ValueError("sparse spec: data, indices and indptr disagree in length")
+        if indices.size and (indices.min() < 0 or indices.max() >= self.cols):
+            raise ValueError("sparse spec: column index out of range")
+        return Sparse(sp.csr_array((self.data.array(), indices, indptr), shape=(self.rows, self.cols)))
+
+
+class MarginalsSpec(_Spec):
+    kind: Literal["marginals"] = "marginals"
+    sizes: list[Size]
+    subsets: list[list[Annotated[int, Field(ge=0)]]]
+    weights: list[float]
+
+    def build(self) -> Matrix:
+        from kernel.matrix.compose import Marginals
+
+        if len(self.subsets) != len(self.weights):
+            raise ValueError("marginals spec: one weight per subset")
+        return Marginals(self.sizes, {tuple(s): w for s, w in zip(self.subsets, self.weights)})
+
+
+class KroneckerSpec(_Spec):
+    kind: Literal["kronecker"] = "kronecker"
+    factors: list[MatrixSpec] = Field(min_length=1)
+
+    def build(self) -> Matrix:
+        from kernel.matrix.compose import Kronecker
+
+        return Kronecker([f.build() for f in self.factors])
+
+
+class VStackSpec(_Spec):
+    kind: Literal["vstack"] = "vstack"
+    blocks: list[MatrixSpec] = Field(min_length=1)
+
+    def build(self) -> Matrix:
+        from kernel.matrix.compose import VStack
+
+        return VStack([b.build() for b in self.blocks])
+
+
+class HStackSpec(_Spec):
+    kind: Literal["hstack"] = "hstack"
+    blocks: list[MatrixSpec] = Field(min_length=1)
+
+    def build(self) -> Matrix:
+        from kernel.matrix.compose import HStack
+
+        return HStack([b.build() for b in self.blocks])
+
+
+class ProductSpec(_Spec):
+    kind: Literal["product"] = "product"
+    factors: list[MatrixSpec] = Field(min_length=1)
+
+    def build(self) -> Matrix:
+        return Product([f.build() for f in self.factors])
+
+
+class SumSpec(_Spec):
+    kind: Literal["sum"] = "sum"
+    terms: list[MatrixSpec] = Field(min_length=1)
+
+    def build(self) -> Matrix:
+        return Sum([t.build() for t in self.terms])
+
+
+class WeightedSpec(_Spec):
+    kind: Literal["weighted"] = "weighted"
+    base: MatrixSpec
+    weight: float
+
+    def build(self) -> Matrix:
+        return Weighted(self.base.build(), self.weight)
+
+
+class TransposeSpec(_Spec):
+    kind: Literal["transpose"] = "transpose"
+    base: MatrixSpec
+
+    def build(self) -> Matrix:
+        return Transpose(self.base.build())
+
+
+class GramSpec(_Spec):
+    """The Gram matrix A.T @ A of an interval matrix (kept structured)."""
+
+    kind: Literal["gram"] = "gram"
+    base: MatrixSpec
+
+    def build(self) -> Matrix:
+        from kernel.matrix.blocks import Intervals
+
+        base = self.base.build()
+        if not isinstance(base, Intervals):
+            raise ValueError("gram spec: only interval matrices have a structured Gram spec")
+        return base.gram()
+
+
+MatrixSpec = Annotated[
+    Union[
+        IdentitySpec, OnesSpec, DiagonalSpec, PrefixSpec, SuffixSpec, AllRangeSpec, WidthRangeSpec,
+        IntervalsSpec, HierarchicalSpec, HaarSpec, DenseSpec, SparseSpec, MarginalsSpec, KroneckerSpec,
+        VStackSpec, HStackSpec, ProductSpec, SumSpec, WeightedSpec, TransposeSpec, GramSpec,
+    ],
+    Field(discriminator="kind"),
+]
+
+for _model in (KroneckerSpec, VStackSpec, HStackSpec, ProductSpec, SumSpec, WeightedSpec, TransposeSpec, GramSpec):
+    _model.model_rebuild()
+
+MatrixSpecAdapter: TypeAdapter = TypeAdapter(MatrixSpec)
+
+
+def from_spec(spec) -> Matrix:
+    """Rebuild a matrix from a spec model, a dict, or a JSON string."""
+    if isinstance(spec, (str, bytes)):
+        spec = MatrixSpecAdapter.validate_json(spec)
+    elif isinstance(spec, dict):
+        spec = MatrixSpecAdapter.validate_python(spec)
+    return spec.build()

@@ -1,0 +1,333 @@
+"""Every implicit-matrix operation against dense numpy, on random leaves and random compositions.
+
+The strategy builds each matrix together with an oracle dense array made independently
+(explicit loops, np.kron, np.vstack ...), so a wrong structured shortcut cannot hide.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kernel.matrix import (
+    AllRange,
+    Dense,
+    Diagonal,
+    Haar,
+    Hierarchical,
+    HStack,
+    Identity,
+    Intervals,
+    Kronecker,
+    Marginals,
+    Matrix,
+    MatrixSpecAdapter,
+    Ones,
+    Prefix,
+    Product,
+    Sparse,
+    Suffix,
+    Sum,
+    Total,
+    VStack,
+    WidthRange,
+    from_spec,
+)
+
+# ---- independent dense oracles for the leaves -------------------------------------------
+
+
+def interval_rows(n, pairs):
+    out = np.zeros((len(pairs), n))
+    for r, (lo, hi) in enumerate(pairs):
+        out[r, lo : hi + 1] = 1.0
+    return out
+
+
+def tree_oracle(n, b, root):
+    rows, frontier = [], [(0, n - 1)]
+    while frontier:
+        rows.extend(frontier)
+        nxt = []
+        for lo, hi in frontier:
+            size = hi - lo + 1
+            if size > 1:
+                k = min(b, size)
+                cuts = [lo + (i * size) // k for i in range(k + 1)]
+                nxt.extend((cuts[i], cuts[i + 1] - 1) for i in range(k))
+        frontier = nxt
+    return interval_rows(n, rows if root else rows[1:])
+
+
+def haar_oracle(n):
+    rows = [np.ones(n)]
+    block = n
+    while block > 1:
+        for start in range(0, n, block):
+            r = np.zeros(n)
+            r[start : start + block // 2] = 1
+            r[start + block // 2 : start + block] = -1
+            rows.append(r)
+        block //= 2
+    return np.array(rows)
+
+
+finite = st.floats(-3, 3, allow_nan=False).filter(lambda v: abs(v) > 0.05)
+
+
+@st.composite
+def leaves(draw, cols):
+    n = cols
+    options = ["identity", "ones", "prefix", "suffix", "all_range", "width", "intervals", "dense", "sparse", "diag"]
+    if n >= 2:
+        options.append("tree")
+    if n & (n - 1) == 0:
+        options.append("haar")
+    kind = draw(st.sampled_from(options))
+    if kind == "identity":
+        return Identity(n), np.eye(n)
+    if kind == "ones":
+        m = draw(st.integers(1, 4))
+        return Ones(m, n), np.ones((m, n))
+    if kind == "prefix":
+        return Prefix(n), interval_rows(n, [(0, i) for i in range(n)])
+    if kind == "suffix":
+        return Suffix(n), interval_rows(n, [(i, n - 1) for i in range(n)])
+    if kind == "all_range":
+        return AllRange(n), interval_rows(n, [(i, j) for i in range(n) for j in range(i, n)])
+    if kind == "width":
+        w = draw(st.integers(1, n))
+        return WidthRange(n, w), interval_rows(n, [(i, i + w - 1) for i in range(n - w + 1)])
+    if kind == "intervals":
+        pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), min_size=1, max_size=7))
+        pairs = [(min(p), max(p)) for p in pairs]
+        lo, hi = zip(*pairs)
+        return Intervals(n, lo, hi), interval_rows(n, pairs)
+    if kind == "tree":
+        b, root = draw(st.integers(2, 4)), draw(st.booleans())
+        return Hierarchical(n, b, root), tree_oracle(n, b, root)
+    if kind == "haar":
+        return Haar(n), haar_oracle(n)
+    if kind == "diag":
+        values = np.array(draw(st.lists(finite, min_size=n, max_size=n)))
+        return Diagonal(values), np.diag(values)
+    m = draw(st.integers(1, 5))
+    values = np.array(draw(st.lists(st.floats(-2, 2, allow_nan=False), min_size=m * n, max_size=m * n)))
+    array = values.reshape(m, n)
+    if kind == "sparse":
+        array = np.where(np.abs(array) > 1, array, 0.0)
+        return Sparse(sp.csr_array(array)), array
+    return Dense(array), array
+
+
+@st.composite
+def matrices(draw, cols=None, depth=2):
+    if cols is None:
+        cols = draw(st.integers(1, 6))
+    kinds = ["leaf"]
+    if depth > 0:
+        kinds += ["weighted", "product", "vstack", "sum", "transpose", "rowweighted", "kron"]
+        if cols >= 2:
+            kinds.append("hstack")
+    kind = draw(st.sampled_from(kinds))
+    if kind == "leaf":
+        return draw(leaves(cols))
+    if kind == "weighted":
+        A, D = draw(matrices(cols, depth - 1))
+        c = draw(finite)
+        return (A * c if draw(st.booleans()) else c * A), c * D
+    if kind == "product":
+        B, DB = draw(matrices(cols, depth - 1))
+        A, DA = draw(matrices(B.shape[0], depth - 1))
+        return A @ B, DA @ DB
+    if kind == "vstack":
+        parts = draw(st.lists(matrices(cols, depth - 1), min_size=1, max_size=3))
+        return VStack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
+    if kind == "hstack":
+        split = draw(st.integers(1, cols - 1))
+        left, DL = draw(matrices(split, depth - 1))
+        # Align row counts: the right block gets left's row count through a dense map.
+        R, DRr = draw(matrices(cols - split, depth - 1))
+        mix = np.array(draw(st.lists(finite, min_size=left.shape[0] * R.shape[0], max_size=left.shape[0] * R.shape[0])))
+        mix = mix.reshape(left.shape[0], R.shape[0])
+        return HStack([left, Dense(mix) @ R]), np.hstack([DL, mix @ DRr])
+    if kind == "sum":
+        A, DA = draw(matrices(cols, depth - 1))
+        B, DB = draw(matrices(cols, depth - 1))
+        mix = np.array(draw(st.lists(finite, min_size=A.shape[0] * B.shape[0], max_size=A.shape[0] * B.shape[0])))
+        mix = mix.reshape(A.shape[0], B.shape[0])
+        return A + Dense(mix) @ B, DA + mix @ DB
+    if kind == "transpose":
+        A, D = draw(matrices(draw(st.integers(1, 5)), depth - 1))
+        # A.T has A.shape[0] columns; a dense map brings it to the requested column count.
+        mix = np.array(draw(st.lists(finite, min_size=A.shape[0] * cols, max_size=A.shape[0] * cols)))
+        mix = mix.reshape(A.shape[0], cols)
+        return A.T @ Dense(mix), D.T @ mix
+    if kind == "rowweighted":
+        A, D = draw(matrices(cols, depth - 1))
+        w = np.array(draw(st.lists(finite, min_size=A.shape[0], max_size=A.shape[0])))
+        return Diagonal(w) @ A, w[:, None] * D
+    divisors = [d for d in range(1, cols + 1) if cols % d == 0]
+    first = draw(st.sampled_from(divisors))
+    A, DA = draw(matrices(first, depth - 1))
+    B, DB = draw(matrices(cols // first, depth - 1))
+    return Kronecker([A, B]), np.kron(DA, DB)
+
+
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def close(a, b):
+    scale = max(1.0, float(np.max(np.abs(b))) if np.size(b) else 1.0)
+    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9 * scale)
+
+
+@SETTINGS
+@given(matrices(), st.integers(0, 2**32 - 1))
+def test_products_match_dense(pair, seed):
+    A, D = pair
+    rng = np.random.default_rng(seed)
+    m, n = D.shape
+    assert A.shape == (m, n)
+    close(A.dense(), D)
+    x, X = rng.normal(size=n), rng.normal(size=(n, 3))
+    y, Y = rng.normal(size=m), rng.normal(size=(m, 2))
+    close(A @ x, D @ x)
+    close(A @ X, D @ X)
+    close(y @ A, y @ D)
+    close(Y.T @ A, Y.T @ D)
+    close(A.T @ y, D.T @ y)
+    close(A.T.dense(), D.T)
+    close(A.T.T @ x, D @ x)
+
+
+@SETTINGS
+@given(matrices())
+def test_gram_norms_trace_rows_match_dense(pair):
+    A, D = pair
+    G = A.gram()
+    close(G.dense(), D.T @ D)
+    close(G @ np.arange(D.shape[1], dtype=float), D.T @ D @ np.arange(D.shape[1], dtype=float))
+    close(A.column_norms("l1"), np.abs(D).sum(axis=0))
+    close(A.column_norms("l2"), np.sqrt((D**2).sum(axis=0)))
+    assert math.isclose(A.sensitivity("l1"), np.abs(D).sum(axis=0).max(), rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(A.sensitivity("l2"), np.sqrt((D**2).sum(axis=0)).max(), rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(A.frobenius_squared(), (D**2).sum(), rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(G.trace(), np.trace(D.T @ D), rel_tol=1e-9, abs_tol=1e-12)
+    close(A.abs().dense(), np.abs(D))
+    close(A.square().dense(), D**2)
+    rows = [0, D.shape[0] - 1]
+    close(A.rows(rows), D[rows])
+
+
+@SETTINGS
+@given(matrices())
+def test_pinv_matches_dense(pair):
+    A, D = pair
+    expected = np.linalg.pinv(D)
+    close(A.pinv().dense(), expected)
+
+
+@SETTINGS
+@given(matrices())
+def test_spec_round_trip(pair):
+    A, D = pair
+    text = A.to_spec().model_dump_json()
+    rebuilt = from_spec(text)
+    assert type(rebuilt) is type(A) or isinstance(rebuilt, Matrix)
+    close(rebuilt.dense(), D)
+    assert MatrixSpecAdapter.validate_json(text) == A.to_spec()
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 37])
+def test_closed_form_grams(n):
+    for A in [Prefix(n), Suffix(n), AllRange(n), WidthRange(n, max(1, n // 3)), Hierarchical(n, 3)]:
+        D = A.dense()
+        close(A.gram().dense(), D.T @ D)
+        close(A.gram() @ np.arange(n, dtype=float), D.T @ D @ np.arange(n, dtype=float))
+        assert A.gram().trace() == pytest.approx(np.trace(D.T @ D))
+
+
+def test_closed_form_sensitivities():
+    # Notes (hdmm.md): Prefix sens n, AllRange sens max (i+1)(n-i), Haar log2 n + 1.
+    assert Prefix(10).sensitivity("l1") == 10
+    assert AllRange(10).sensitivity("l1") == max((i + 1) * (10 - i) for i in range(10))
+    assert AllRange(10).sensitivity("l2") == pytest.approx(math.sqrt(30))
+    assert Haar(64).sensitivity("l1") == 7
+    assert Hierarchical(16, 2).sensitivity("l1") == 5
+    assert Kronecker([Prefix(4), AllRange(3)]).sensitivity("l1") == 4 * 4
+
+
+def test_kronecker_matches_row_major_convention():
+    B, C = np.arange(6.0).reshape(2, 3), np.arange(8.0).reshape(4, 2)
+    X = np.arange(6.0).reshape(3, 2)
+    K = Kronecker([Dense(B), Dense(C)])
+    np.testing.assert_allclose(K @ X.ravel(), (B @ X @ C.T).ravel())
+
+
+def test_marginals_are_weighted_kronecker_unions():
+    sizes = (2, 3, 4)
+    M = Marginals(sizes, {(0,): 2.0, (1, 2): 1.0, (): 0.5})
+    blocks = [
+        2.0 * np.kron(np.kron(np.eye(2), np.ones((1, 3))), np.ones((1, 4))),
+        np.kron(np.kron(np.ones((1, 2)), np.eye(3)), np.eye(4)),
+        0.5 * np.ones((1, 24)),
+    ]
+    close(M.dense(), np.vstack(blocks))
+    close(from_spec(M.to_spec().model_dump_json()).dense(), M.dense())
+
+
+def test_numpy_ufuncs_refuse_operator_objects():
+    with pytest.raises(TypeError):
+        np.abs(Prefix(3))
+    assert np.allclose(np.ones(3) @ Prefix(3), [3, 2, 1])
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: Identity(0), "positive integer"),
+        (lambda: Intervals(4, [0], [4]), "0 <= lo <= hi < 4"),
+        (lambda: Intervals(4, [2], [1]), "0 <= lo <= hi"),
+        (lambda: VStack([Identity(2), Identity(3)]), "same number of columns"),
+        (lambda: Product([Identity(2), Identity(3)]), "cannot multiply"),
+        (lambda: Sum([Identity(2), Ones(1, 2)]), "cannot add"),
+        (lambda: Haar(6), "power-of-two"),
+        (lambda: Dense([[np.nan]]), "finite"),
+        (lambda: WidthRange(3, 4), "exceeds"),
+        (lambda: Marginals([2, 3], [(0, 5)]), "attribute positions"),
+        (lambda: Prefix(3) * float("inf"), "finite"),
+    ],
+)
+def test_bad_input_is_refused_clearly(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_shape_mismatch_in_products():
+    with pytest.raises(ValueError, match=r"shape \(3, 3\)"):
+        Prefix(3) @ np.ones(4)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        '{"kind": "identity", "n": 0}',
+        '{"kind": "nope", "n": 3}',
+        '{"kind": "dense", "data": {"dtype": "float64", "shape": [2, 2], "base64": "AAAA"}}',
+        '{"kind": "kronecker", "factors": []}',
+        '{"kind": "prefix", "n": 3, "extra": 1}',
+    ],
+)
+def test_malformed_specs_are_rejected(payload):
+    with pytest.raises(ValueError):
+        from_spec(payload)
+
+
+def test_total_is_a_single_summing_row():
+    np.testing.assert_array_equal(Total(4).dense(), np.ones((1, 4)))
