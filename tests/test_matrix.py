@@ -30,6 +30,7 @@ from kernel.matrix import (
     Ones,
     Prefix,
     Product,
+    Ranges,
     Sparse,
     Suffix,
     Sum,
@@ -83,7 +84,7 @@ finite = st.floats(-3, 3, allow_nan=False).filter(lambda v: abs(v) > 0.05)
 @st.composite
 def leaves(draw, cols):
     n = cols
-    options = ["identity", "ones", "prefix", "suffix", "all_range", "width", "intervals", "dense", "sparse", "diag"]
+    options = ["identity", "ones", "prefix", "suffix", "all_range", "width", "intervals", "boxes", "dense", "sparse", "diag"]
     if n >= 2:
         options.append("tree")
     if n & (n - 1) == 0:
@@ -108,6 +109,18 @@ def leaves(draw, cols):
         pairs = [(min(p), max(p)) for p in pairs]
         lo, hi = zip(*pairs)
         return Intervals(n, lo, hi), interval_rows(n, pairs)
+    if kind == "boxes":
+        first = draw(st.sampled_from([d for d in range(1, n + 1) if n % d == 0]))
+        shape = (first, n // first)
+        corners = draw(st.lists(st.tuples(*(st.integers(0, s - 1) for s in shape * 2)), min_size=1, max_size=5))
+        lo = [(min(c[0], c[2]), min(c[1], c[3])) for c in corners]
+        hi = [(max(c[0], c[2]), max(c[1], c[3])) for c in corners]
+        rows = np.zeros((len(lo), n))
+        for r, (a, b) in enumerate(zip(lo, hi)):
+            box = np.zeros(shape)
+            box[a[0] : b[0] + 1, a[1] : b[1] + 1] = 1.0
+            rows[r] = box.ravel()
+        return Ranges(shape, lo, hi), rows
     if kind == "tree":
         b, root = draw(st.integers(2, 4)), draw(st.booleans())
         return Hierarchical(n, b, root), tree_oracle(n, b, root)

@@ -20,10 +20,11 @@ from kernel.matrix.blocks import (
 )
 from kernel.matrix.compose import HStack, Kronecker, Marginals, VStack
 from kernel.matrix.dense import Dense, Sparse
+from kernel.matrix.ranges import Ranges
 from kernel.matrix.spec import MatrixSpec, MatrixSpecAdapter, from_spec
 
 __all__ = [
     "AllRange", "Dense", "Diagonal", "HStack", "Haar", "Hierarchical", "Identity", "IntervalGram", "Intervals",
-    "Kronecker", "Marginals", "Matrix", "MatrixSpec", "MatrixSpecAdapter", "Norm", "Ones", "Prefix", "Product",
+    "Kronecker", "Marginals", "Matrix", "MatrixSpec", "MatrixSpecAdapter", "Norm", "Ones", "Prefix", "Product", "Ranges",
     "Sparse", "Suffix", "Sum", "Total", "Transpose", "Weighted", "WidthRange", "from_spec",
 ]

@@ -143,6 +143,18 @@ class IntervalsSpec(_Spec):
         return Intervals(self.n, self.lo.array(), self.hi.array())
 
 
+class RangesSpec(_Spec):
+    kind: Literal["ranges"] = "ranges"
+    shape: list[Size] = Field(min_length=1)
+    lo: ArrayData
+    hi: ArrayData
+
+    def build(self) -> Matrix:
+        from kernel.matrix.ranges import Ranges
+
+        return Ranges(self.shape, self.lo.array(), self.hi.array())
+
+
 class HierarchicalSpec(_Spec):
     kind: Literal["hierarchical"] = "hierarchical"
     n: Size
@@ -293,7 +305,7 @@ class GramSpec(_Spec):
 MatrixSpec = Annotated[
     Union[
         IdentitySpec, OnesSpec, DiagonalSpec, PrefixSpec, SuffixSpec, AllRangeSpec, WidthRangeSpec,
-        IntervalsSpec, HierarchicalSpec, HaarSpec, DenseSpec, SparseSpec, MarginalsSpec, KroneckerSpec,
+        IntervalsSpec, RangesSpec, HierarchicalSpec, HaarSpec, DenseSpec, SparseSpec, MarginalsSpec, KroneckerSpec,
         VStackSpec, HStackSpec, ProductSpec, SumSpec, WeightedSpec, TransposeSpec, GramSpec,
     ],
     Field(discriminator="kind"),

@@ -1,0 +1,125 @@
+"""Expected error of answering a workload W with a strategy A by least squares, and the SVD lower bound.
+
+Total squared error at unit noise (Laplace with epsilon = 1; Gaussian with sigma = 1 per unit of
+L2 sensitivity, i.e. pcost 1):
+
+    Laplace:  2 * ||A||_1^2 * ||W A^+||_F^2        Gaussian:  ||A||_2^2 * ||W A^+||_F^2
+
+with ||W A^+||_F^2 = tr[(A^T A)^+ W^T W], infinite unless W is in the row space of A.
+Everything goes through Grams: a Kronecker strategy factorizes the trace per attribute,
+a union workload sums over its blocks, and only small per-factor Grams are ever dense.
+
+>>> from kernel.matrix import Identity, Prefix
+>>> round(rmse(Prefix(1024), Identity(1024)), 2)    # J Table 4, Identity column
+32.02
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.linalg
+
+from kernel.matrix import Identity, Kronecker, Matrix, VStack, Weighted
+from operators.selection.strategy import Noise
+
+#: Largest dense Gram side the generic path will build (n x n doubles).
+DENSE_LIMIT = 8192
+
+
+def _noise_constant(noise: Noise) -> tuple[float, str]:
+    if noise == "laplace":
+        return 2.0, "l1"
+    if noise == "gaussian":
+        return 1.0, "l2"
+    raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
+
+
+def expected_error(W: Matrix, A: Matrix, noise: Noise = "laplace") -> float:
+    """Total squared error over W's queries at unit noise (see module docstring)."""
+    constant, norm = _noise_constant(noise)
+    _check_columns(W, A)
+    return constant * A.sensitivity(norm) ** 2 * reconstruction_error(W, A)
+
+
+def rmse(W: Matrix, A: Matrix, noise: Noise = "laplace") -> float:
+    """Root mean squared error per query at unit noise: sqrt(expected_error / #queries)."""
+    return math.sqrt(expected_error(W, A, noise) / W.shape[0])
+
+
+def reconstruction_error(W: Matrix, A: Matrix) -> float:
+    """||W A^+||_F^2 = tr[(A^T A)^+ W^T W] (inf when W is not answerable from A)."""
+    _check_columns(W, A)
+    if isinstance(W, Weighted):
+        return W.weight**2 * reconstruction_error(W.base, A)
+    if isinstance(W, VStack):
+        return float(sum(reconstruction_error(block, A) for block in W.blocks))
+    if isinstance(A, Identity):
+        return W.frobenius_squared()
+    if isinstance(A, Weighted):
+        return reconstruction_error(W, A.base) / A.weight**2 if A.weight else math.inf
+    if isinstance(A, Kronecker) and isinstance(W, Kronecker) and _aligned(W, A):
+        return math.prod(reconstruction_error(w, a) for w, a in zip(W.factors, A.factors))
+    return _dense_trace(W.gram(), A.gram())
+
+
+def svd_bound(W: Matrix, noise: Noise = "laplace") -> float:
+    """Lower bound on expected_error(W, A, noise) over all strategies A (Li and Miklau's SVD bound).
+
+    SVDB(W) = (sum of singular values of W)^2 / n, with SVDB(kron W_i) = prod SVDB(W_i);
+    the Laplace bound is 2 SVDB because ||A||_1 >= ||A||_2.
+    """
+    constant, _ = _noise_constant(noise)
+    return constant * _svdb(W)
+
+
+def _svdb(W: Matrix) -> float:
+    if isinstance(W, Kronecker):
+        return math.prod(_svdb(f) for f in W.factors)
+    if isinstance(W, Weighted):
+        return W.weight**2 * _svdb(W.base)
+    eigenvalues = np.linalg.eigvalsh(_dense_gram(W.gram()))
+    return float(np.sqrt(np.clip(eigenvalues, 0.0, None)).sum() ** 2 / W.shape[1])
+
+
+def _aligned(W: Kronecker, A: Kronecker) -> bool:
+    return len(W.factors) == len(A.factors) and all(
+        w.shape[1] == a.shape[1] for w, a in zip(W.factors, A.factors)
+    )
+
+
+def _check_columns(W: Matrix, A: Matrix) -> None:
+    if W.shape[1] != A.shape[1]:
+        raise ValueError(
+            f"workload and strategy must act on the same domain: W has {W.shape[1]} columns, A has {A.shape[1]}"
+        )
+
+
+def _dense_gram(G: Matrix) -> np.ndarray:
+    n = G.shape[0]
+    if n > DENSE_LIMIT:
+        raise NotImplementedError(
+            f"this workload/strategy pair has no structure to exploit and a {n} x {n} Gram is too large to form; "
+            "use Kronecker-structured workloads and strategies"
+        )
+    return G.dense()
+
+
+def _dense_trace(WtW: Matrix, AtA: Matrix) -> float:
+    V, G = _dense_gram(WtW), _dense_gram(AtA)
+    try:  # full column rank (the usual case): one Cholesky solve
+        factor = scipy.linalg.cho_factor(G)
+        if np.min(np.abs(np.diag(factor[0]))) ** 2 > np.max(np.diag(G)) * G.shape[0] * 1e-12:
+            return float(np.trace(scipy.linalg.cho_solve(factor, V)))
+    except np.linalg.LinAlgError:
+        pass
+    eigenvalues, vectors = np.linalg.eigh(G)
+    tolerance = eigenvalues.max(initial=0.0) * G.shape[0] * np.finfo(float).eps
+    keep = eigenvalues > tolerance
+    basis = vectors[:, keep]
+    # W must lie in the row space of A: no workload energy outside span(basis).
+    outside = np.trace(V) - np.trace(basis.T @ V @ basis)
+    if outside > 1e-8 * max(np.trace(V), 1.0):
+        return math.inf
+    return float(np.trace((basis.T @ V @ basis) / eigenvalues[keep][:, None]))

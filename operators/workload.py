@@ -1,0 +1,122 @@
+"""Workloads: the linear queries an analyst wants answered, as implicit matrices.
+
+Everything here is public (no data): builders on top of the kernel's matrix classes,
+with the DPBench workloads (Prefix, RandomRange) and the marginal families used by HDMM,
+ResidualPlanner and QuerySmasher.
+
+>>> W = AllKway([2, 3, 4], 2)
+>>> W.shape
+(26, 24)
+>>> RandomRange((8, 8), 5, seed=0).shape
+(5, 64)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+
+from kernel.domain import DomainLike, as_domain
+from kernel.matrix import (
+    AllRange,
+    Identity,
+    Intervals,
+    Kronecker,
+    Marginals as _MarginalsMatrix,
+    Matrix,
+    Prefix,
+    Ranges,
+    Total,
+    VStack,
+    WidthRange,
+)
+
+__all__ = [
+    "AllKway", "AllRange", "Identity", "Kronecker", "Marginals", "Prefix", "RandomRange", "RangeQueries", "Total",
+    "VStack", "WidthRange", "marginal_queries", "prefix_marginals", "range_marginals",
+]
+
+Block = Literal["identity", "prefix", "range"]
+_BLOCKS = {"identity": Identity, "prefix": Prefix, "range": AllRange}
+
+
+def RangeQueries(shape: int | Sequence[int], lo, hi) -> Matrix:
+    """Range queries [lo, hi] (inclusive) over a 1-D domain of size ``shape`` or boxes over a d-D shape."""
+    if isinstance(shape, (int, np.integer)) or len(shape) == 1:
+        n = int(shape) if isinstance(shape, (int, np.integer)) else int(shape[0])
+        return Intervals(n, np.ravel(lo), np.ravel(hi))
+    return Ranges(shape, lo, hi)
+
+
+def RandomRange(shape: int | Sequence[int], count: int, seed: int | None = None) -> Matrix:
+    """DPBench's random range workload: ``count`` boxes, each side between two uniform cells."""
+    dims = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    if int(count) < 1:
+        raise ValueError(f"count must be a positive number of queries, got {count}")
+    rng = np.random.default_rng(seed)
+    ends = np.stack([rng.integers(0, n, size=(int(count), 2)) for n in dims], axis=1)  # (count, d, 2)
+    return RangeQueries(dims if len(dims) > 1 else dims[0], ends.min(axis=2), ends.max(axis=2))
+
+
+def _subset(domain, attributes: Iterable[str | int]) -> tuple[int, ...]:
+    return tuple(sorted(domain.indices(attributes)))
+
+
+def Marginals(domain: DomainLike, subsets: Iterable[Iterable[str | int]] | Mapping) -> Matrix:
+    """The marginals on the given attribute subsets (names or positions); a mapping gives weights."""
+    domain = as_domain(domain)
+    if isinstance(subsets, Mapping):
+        weights = {_subset(domain, s): float(w) for s, w in subsets.items()}
+    else:
+        weights = {_subset(domain, s): 1.0 for s in subsets}
+    return _MarginalsMatrix(domain.sizes, weights)
+
+
+def AllKway(domain: DomainLike, k: int) -> Matrix:
+    """All k-way marginals of the domain."""
+    domain = as_domain(domain)
+    if not 0 <= k <= len(domain):
+        raise ValueError(f"k must be between 0 and the number of attributes ({len(domain)}), got {k}")
+    return Marginals(domain, itertools.combinations(range(len(domain)), k))
+
+
+def marginal_queries(
+    domain: DomainLike,
+    subsets: Iterable[Iterable[str | int]],
+    blocks: Mapping[str | int, Block] | None = None,
+) -> Matrix:
+    """For each subset, a Kronecker product with a query block on its attributes and Total elsewhere.
+
+    ``blocks`` names the block per attribute ("identity" by default, "prefix" or "range").
+    """
+    domain = as_domain(domain)
+    kinds = {domain.index(a): b for a, b in (blocks or {}).items()}
+    unknown = sorted(set(kinds.values()) - set(_BLOCKS))
+    if unknown:
+        raise ValueError(f"unknown block kind {unknown}; use one of {sorted(_BLOCKS)}")
+    products = []
+    for subset in subsets:
+        chosen = set(_subset(domain, subset))
+        products.append(
+            Kronecker(
+                [_BLOCKS[kinds.get(i, "identity")](n) if i in chosen else Total(n) for i, n in enumerate(domain.sizes)]
+            )
+        )
+    if not products:
+        raise ValueError("give at least one subset")
+    return products[0] if len(products) == 1 else VStack(products)
+
+
+def prefix_marginals(domain: DomainLike, k: int, numeric: Iterable[str | int]) -> Matrix:
+    """All k-way queries: prefix (CDF) blocks on numeric attributes, identity on the others."""
+    domain = as_domain(domain)
+    return marginal_queries(domain, itertools.combinations(range(len(domain)), k), {a: "prefix" for a in numeric})
+
+
+def range_marginals(domain: DomainLike, k: int, numeric: Iterable[str | int]) -> Matrix:
+    """All k-way queries: all-range blocks on numeric attributes, identity on the others."""
+    domain = as_domain(domain)
+    return marginal_queries(domain, itertools.combinations(range(len(domain)), k), {a: "range" for a in numeric})
