@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from functools import reduce
+from functools import cached_property, reduce
 
 import numpy as np
 
 from kernel.matrix.base import Matrix, Norm, _check_norm
 from kernel.matrix.blocks import Identity, Total
+
+
+#: Factors with at most this many entries are applied as dense blocks.
+SMALL_FACTOR_ENTRIES = 1 << 16
 
 
 class Kronecker(Matrix):
@@ -38,22 +42,37 @@ class Kronecker(Matrix):
         self.shape = (math.prod(f.shape[0] for f in factors), math.prod(f.shape[1] for f in factors))
         self.binary = all(f.binary for f in factors)
 
-    @staticmethod
-    def _apply(factors: Sequence[Matrix], X: np.ndarray, transpose: bool) -> np.ndarray:
+    @cached_property
+    def _small_dense(self) -> list[np.ndarray | None]:
+        """Dense copies of small factors: one GEMM per factor beats any implicit product there."""
+        return [f.dense() if f.shape[0] * f.shape[1] <= SMALL_FACTOR_ENTRIES else None for f in self.factors]
+
+    def _apply(self, X: np.ndarray, transpose: bool) -> np.ndarray:
         # Index order of the flat work array cycles from (c, i_1..i_d) to (j_1..j_d, c).
         k = X.shape[1]
         Z = np.ascontiguousarray(X.T).reshape(-1)
-        for f in reversed(factors):
-            cols = f.shape[0] if transpose else f.shape[1]
-            view = Z.reshape(-1, cols).T
-            Z = (f._rmatmat(view) if transpose else f._matmat(view)).reshape(-1)
+        outer, inner = (1, 0) if transpose else (0, 1)
+        size, peak = Z.size, Z.size
+        for f in reversed(self.factors):
+            size = size // f.shape[inner] * f.shape[outer]
+            peak = max(peak, size)
+        # Two buffers used in turn: new memory is touched once, not once per factor.
+        buffers = [np.empty(peak), np.empty(peak)]
+        for step, (f, dense) in enumerate(zip(reversed(self.factors), reversed(self._small_dense))):
+            view = Z.reshape(-1, f.shape[inner]).T
+            if dense is None:
+                Z = (f._rmatmat(view) if transpose else f._matmat(view)).reshape(-1)
+                continue
+            out = buffers[step % 2][: f.shape[outer] * view.shape[1]].reshape(f.shape[outer], view.shape[1])
+            np.matmul(dense.T if transpose else dense, view, out=out)
+            Z = out.reshape(-1)
         return Z.reshape(-1, k)
 
     def _matmat(self, X):
-        return self._apply(self.factors, X, transpose=False)
+        return self._apply(X, transpose=False)
 
     def _rmatmat(self, Y):
-        return self._apply(self.factors, Y, transpose=True)
+        return self._apply(Y, transpose=True)
 
     @property
     def T(self) -> Matrix:

@@ -1,0 +1,42 @@
+"""Shared benchmark plumbing: run each case in a fresh process and print one JSON object per case."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+
+def peak_memory_mb() -> float:
+    """Peak resident memory of this process so far (Linux reports kilobytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def timed(fn: Callable[[], dict]) -> dict:
+    start = time.perf_counter()
+    result = fn()
+    return {"seconds": round(time.perf_counter() - start, 4), **result}
+
+
+def main(cases: dict[str, Callable[[], dict]]) -> None:
+    """With ``--case NAME`` run one case here; otherwise run every case in its own subprocess."""
+    args = sys.argv[1:]
+    if args[:1] == ["--case"]:
+        name = args[1]
+        record = {"name": name, **timed(cases[name])}
+        record["peak_memory_mb"] = round(peak_memory_mb(), 1)
+        print(json.dumps(record), flush=True)
+        return
+    selected = args or list(cases)
+    unknown = sorted(set(selected) - set(cases))
+    if unknown:
+        sys.exit(f"unknown case(s) {unknown}; cases: {sorted(cases)}")
+    for name in selected:
+        out = subprocess.run([sys.executable, sys.argv[0], "--case", name], capture_output=True, text=True)
+        if out.returncode != 0:
+            print(json.dumps({"name": name, "error": out.stderr.strip().splitlines()[-1:]}), flush=True)
+        else:
+            print(out.stdout.strip(), flush=True)

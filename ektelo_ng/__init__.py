@@ -1,0 +1,14 @@
+"""ektelo-ng: differentially private query answering with plans over a protected kernel.
+
+The front door. Typical use::
+
+    import ektelo_ng as ek
+    W = ek.workload.Prefix(1024)
+    ek.error.rmse(W, ek.matrix.Identity(1024))
+"""
+
+from ektelo_ng import error, matrix, workload
+from kernel.domain import Attribute, Domain
+from kernel.privacy import PureDP, ZCDP
+
+__all__ = ["Attribute", "Domain", "PureDP", "ZCDP", "error", "matrix", "workload"]

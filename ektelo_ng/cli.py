@@ -1,0 +1,50 @@
+"""The ``ektelo-ng`` command line: one subcommand per job, each with its own ``--help``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+from ektelo_ng import commands
+
+
+def _version() -> str:
+    try:
+        return version("ektelo-ng")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ektelo-ng",
+        description=(
+            "Differentially private query answering: plans over a protected kernel, "
+            "with HDMM, ResidualPlanner, QuerySmasher and the classic strategy selectors."
+        ),
+        epilog="Run 'ektelo-ng COMMAND --help' for the options of a command.",
+    )
+    parser.add_argument("--version", action="version", version=f"ektelo-ng {_version()}")
+    subcommands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for register in commands.REGISTRY:
+        register(subcommands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(args.run(args) or 0)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"ektelo-ng {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""``ektelo-ng error``: expected error of classic strategies on a workload, with the SVD lower bound."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from ektelo_ng.workload_spec import HELP, parse_workload
+from kernel.matrix import Haar, Hierarchical, Identity, Matrix
+from operators.error import rmse, svd_bound
+
+
+def register(subcommands) -> None:
+    parser = subcommands.add_parser(
+        "error",
+        help="expected RMSE of classic strategies on a workload (no data, no budget)",
+        description=(
+            "Print the expected root mean squared error per query of answering a workload by least squares "
+            "from classic strategies, at the given epsilon (Laplace) or sigma (Gaussian), and the SVD lower "
+            "bound that no strategy can beat."
+        ),
+    )
+    parser.add_argument("--workload", default="prefix:1024", help=f"{HELP} (default: prefix:1024)")
+    parser.add_argument("--noise", choices=["laplace", "gaussian"], default="laplace")
+    parser.add_argument(
+        "--scale", type=float, default=1.0,
+        help="epsilon for Laplace (error scales as 1/epsilon) or sigma per unit L2 sensitivity for Gaussian",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object per strategy instead of a table")
+    parser.set_defaults(run=run)
+
+
+def candidate_strategies(W: Matrix) -> dict[str, Matrix]:
+    n = W.shape[1]
+    strategies: dict[str, Matrix] = {"Identity": Identity(n)}
+    if n >= 2:
+        strategies["H2"] = Hierarchical(n, 2)
+    if n & (n - 1) == 0:
+        strategies["Privelet"] = Haar(n)
+    return strategies
+
+
+def run(args: argparse.Namespace) -> int:
+    if not (math.isfinite(args.scale) and args.scale > 0):
+        raise ValueError(f"--scale must be a positive number, got {args.scale}")
+    W = parse_workload(args.workload)
+    factor = 1.0 / args.scale if args.noise == "laplace" else args.scale
+    rows = [(name, factor * rmse(W, A, args.noise)) for name, A in candidate_strategies(W).items()]
+    rows.append(("SVD bound", factor * math.sqrt(svd_bound(W, args.noise) / W.shape[0])))
+    if args.json:
+        for name, value in rows:
+            print(json.dumps({"workload": args.workload, "strategy": name, "noise": args.noise, "rmse": value}))
+        return 0
+    print(f"workload {args.workload}: {W.shape[0]} queries over {W.shape[1]} cells, {args.noise} noise")
+    for name, value in rows:
+        print(f"  {name:<10} RMSE {value:12.4f}")
+    return 0
