@@ -1,0 +1,116 @@
+"""The privacy accountant: ektelo's Algorithm 2 in exact arithmetic, for pure DP or zCDP.
+
+Every source has a spend B(s). A request of ``cost`` on source s walks up the lineage:
+
+- s is the root: refuse if B + cost > total, else B += cost;
+- s is a part of a partition node p: p's spend is the max over its parts (parallel
+  composition): r = max(B(s) + cost - B(p), 0) is asked of p's parent, and B(p) += r;
+- otherwise: the parent is asked for the cost scaled by the derivation's stability c
+  (pure DP: c * eps; zCDP: c^2 * rho, since a c-stable map scales L2 sensitivity by c),
+  and B(s) += cost.
+
+The whole path is planned first and applied only if the root accepts, so a refused request
+changes nothing. Refusals depend only on public budget state. An optional ledger makes each
+root increment durable before the answer that caused it is released.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Protocol
+
+from kernel.privacy import PureDP, ZCDP
+
+
+class BudgetExceeded(Exception):
+    """A request would spend more than the session's total budget."""
+
+
+class Ledger(Protocol):
+    def commit(self, increment: Fraction, record: str) -> Fraction:
+        """Durably add ``increment`` to the stored spend (refusing overspend); return the new total spent."""
+
+    def spent(self) -> Fraction: ...
+
+
+@dataclass
+class _Node:
+    parent: str | None
+    stability: Fraction
+    is_partition: bool = False
+    spent: Fraction = field(default_factory=Fraction)
+
+
+class Accountant:
+    """Tracks spend per source and decides every charge."""
+
+    def __init__(self, total: PureDP | ZCDP, root: str, ledger: Ledger | None = None):
+        self.total = total
+        self.kind = type(total)
+        self.ledger = ledger
+        self.root = root
+        self._nodes: dict[str, _Node] = {root: _Node(parent=None, stability=Fraction(1))}
+        if ledger is not None:
+            self._nodes[root].spent = ledger.spent()
+
+    # ---- lineage -----------------------------------------------------------------------
+    def add(self, node: str, parent: str, stability: Fraction, is_partition: bool = False) -> None:
+        if parent not in self._nodes:
+            raise KeyError(parent)
+        if stability < 0:
+            raise ValueError(f"stability must be non-negative, got {stability}")
+        self._nodes[node] = _Node(parent=parent, stability=Fraction(stability), is_partition=is_partition)
+
+    def scale(self, cost: Fraction, stability: Fraction) -> Fraction:
+        """Privacy loss on the parent of a c-stable derivation: c * eps (pure) or c^2 * rho (zCDP)."""
+        return cost * stability if self.kind is PureDP else cost * stability * stability
+
+    # ---- charging ----------------------------------------------------------------------
+    def plan(self, node: str, cost: Fraction) -> dict[str, Fraction]:
+        """New spends along the path if ``cost`` were charged at ``node``; raises BudgetExceeded."""
+        if cost < 0:
+            raise ValueError(f"a charge cannot be negative, got {cost}")
+        updates: dict[str, Fraction] = {}
+        while True:
+            current = self._nodes[node]
+            updates[node] = current.spent + cost
+            if current.parent is None:
+                break
+            parent = self._nodes[current.parent]
+            if parent.is_partition:
+                increase = max(current.spent + cost - parent.spent, Fraction(0))
+                updates[current.parent] = parent.spent + increase
+                node, cost = parent.parent, self.scale(increase, parent.stability)
+            else:
+                node, cost = current.parent, self.scale(cost, current.stability)
+        if updates[self.root] > self.total.value:
+            raise BudgetExceeded(
+                f"this request needs {_show(updates[self.root] - self._nodes[self.root].spent)} of the budget at the "
+                f"root but only {_show(self.total.value - self._nodes[self.root].spent)} of "
+                f"{_show(self.total.value)} remains; nothing was measured or charged"
+            )
+        return updates
+
+    def charge(self, node: str, cost: Fraction, record: str = "") -> None:
+        """Charge ``cost`` at ``node`` or raise BudgetExceeded having changed nothing."""
+        updates = self.plan(node, cost)
+        increment = updates[self.root] - self._nodes[self.root].spent
+        if self.ledger is not None and increment > 0:
+            updates[self.root] = self.ledger.commit(increment, record)
+        for name, value in updates.items():
+            self._nodes[name].spent = value
+
+    # ---- public state ------------------------------------------------------------------
+    def spent(self, node: str | None = None) -> Fraction:
+        return self._nodes[node or self.root].spent
+
+    def per_source(self) -> dict[str, Fraction]:
+        return {name: n.spent for name, n in self._nodes.items() if not n.is_partition}
+
+    def as_budget(self, value: Fraction) -> PureDP | ZCDP:
+        return self.kind.model_validate({"epsilon" if self.kind is PureDP else "rho": value})
+
+
+def _show(value: Fraction) -> str:
+    return f"{float(value):.6g}"
