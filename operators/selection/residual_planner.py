@@ -1,0 +1,561 @@
+"""ResidualPlanner: optimal Gaussian measurement of marginal workloads (Xiao et al., 2023).
+
+For a workload of marginals, the optimal linear Gaussian mechanism (for any regular loss)
+measures the residual ``R_A`` of every set ``A`` in the closure of the workload with noise
+``N(0, s_A Sigma_A)`` (see :mod:`operators.residual`). Selection only chooses the scales
+``s_A``; the privacy cost is ``pcost = sum_A p_A / s_A`` and every cell of the marginal on
+``W`` has variance ``Var(W) = sum_{A subset W} C_{W,A} s_A`` with
+``C_{W,A} = p_A prod_{j in W \\ A} n_j^-2``.
+
+Weight convention (one for every loss): the weight ``w_W`` of a workload marginal
+*multiplies* its cell variance, so a larger weight asks for more accuracy.
+
+- ``loss="sum"``: minimise ``sum_W w_W #cells(W) Var(W)`` (weighted total squared error),
+  closed form.
+- ``loss="max"``: minimise ``max_W w_W Var(W)`` (weighted maximum cell variance), solved
+  exactly (to ~1e-9 relative duality gap) by a projected Newton method, see
+  :func:`solve_max_variance`.
+- ``loss=callable``: any convex, non-decreasing function of the vector of per-cell
+  variances of the workload marginals (in workload order): ``f(v) -> (value, gradient)``,
+  minimised at pcost 1 with L-BFGS over ``log s``. Weights are not used (put them in ``f``).
+
+Budgets are in *pcost* (``rho``-zCDP with ``rho = pcost / 2``; ``mu``-GDP with
+``mu = sqrt(pcost)``): a float pcost, a ``kernel.privacy.ZCDP`` budget, or an
+``(epsilon, delta)`` pair (converted by ``kernel.privacy.gaussian_pcost_for_approx_dp``). A
+strategy is at pcost 1 unless asked otherwise, and every figure it reports (error,
+variances, scales) is for its own pcost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal, Union
+
+import numpy as np
+import scipy.optimize
+import scipy.sparse as sp
+
+from kernel.domain import Domain, DomainLike, as_domain
+from operators.residual import (
+    ResidualReconstruction,
+    Subset,
+    SubsetFamily,
+    SubsetNormalizer,
+    cell_covariance,
+    normalize_subset,
+)
+from operators.selection.strategy import Strategy
+
+LossFunction = Callable[[np.ndarray], tuple[float, np.ndarray]]
+Loss = Union[Literal["sum", "max"], LossFunction]
+MarginalSpec = Union[Iterable[Union[str, int]], str, int]
+BudgetLike = Union[float, tuple[float, float], object]  # pcost, kernel.privacy.ZCDP, or (epsilon, delta)
+
+
+# ---------------------------------------------------------------------------------------
+# The problem: closure, p_A, and the variance map of the workload
+# ---------------------------------------------------------------------------------------
+class ResidualProblem:
+    """A marginal workload over a domain: its closure, ``p_A``, #cells, and the variance map.
+
+    ``workload_ids[k]`` is the closure id of the k-th workload marginal (duplicates allowed);
+    ``variances(s)`` gives every closure member's cell variance for scales ``s``.
+    """
+
+    def __init__(self, domain: Domain, marginals: Iterable[MarginalSpec]):
+        self.domain = domain
+        self.sizes = domain.sizes
+        groups = _workload_rows(domain, marginals)
+        self.family = SubsetFamily.closure_of_rows({r: rows for r, (_, rows) in groups.items()}, len(domain))
+        self.workload_ids = np.empty(sum(len(where) for where, _ in groups.values()), dtype=np.int64)
+        for where, rows in groups.values():
+            self.workload_ids[where] = self.family.ids(rows)
+        self.p = self.family.pcosts(self.sizes)
+        self.cells = self.family.cells(self.sizes)
+        self.incidence = self.family.incidence(self.sizes)
+
+    @cached_property
+    def workload(self) -> tuple[Subset, ...]:
+        sets = self.family.sets
+        return tuple(sets[i] for i in self.workload_ids)
+
+    @cached_property
+    def variance_matrix(self) -> sp.csr_matrix:
+        """``V[W, A] = prod_{j in W \\ A} n_j^-2`` over the closure: ``Var = V @ (p * s)``."""
+        return self.incidence.variance_matrix()
+
+    def variances(self, scales: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray:
+        """Cell variance of closure members ``ids`` (default: all) under the scales."""
+        matrix = self.variance_matrix if ids is None else self.variance_matrix[ids]
+        return matrix @ (self.p * scales)
+
+
+def _workload_rows(domain: Domain, marginals: Iterable[MarginalSpec]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Workload marginals grouped by size: ``{r: (positions in the workload, (k_r, r) sorted rows)}``.
+
+    Attributes given by position are checked and sorted with numpy (workloads can have
+    millions of marginals); names, and domains with size-1 attributes (dropped from every
+    marginal), take the per-marginal path through :func:`normalize_subset`.
+    """
+    items = [(m,) if isinstance(m, (str, int, np.integer)) else m for m in marginals]
+    if not items:
+        raise ValueError("the workload needs at least one marginal")
+    d = len(domain)
+    trivial = any(n == 1 for n in domain.sizes)
+    lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+    subsets: dict[int, list[tuple[int, Subset]]] = {}
+    groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for r in np.unique(lengths).tolist():
+        where = np.flatnonzero(lengths == r)
+        rows = np.array([items[i] for i in where]).reshape(len(where), r)
+        if r == 0:
+            groups[0] = (where, np.zeros((len(where), 0), dtype=np.int64))
+        elif rows.dtype.kind in "iu" and not trivial:
+            rows = np.sort(rows.astype(np.int64), axis=1)
+            if rows.size and (rows.min() < 0 or rows.max() >= d):
+                bad = rows[np.any((rows < 0) | (rows >= d), axis=1)][0]
+                raise ValueError(f"attribute position out of range 0..{d - 1} in marginal {tuple(bad.tolist())}")
+            if r > 1 and np.any(rows[:, 1:] == rows[:, :-1]):
+                bad = rows[np.any(rows[:, 1:] == rows[:, :-1], axis=1)][0]
+                raise ValueError(f"attributes repeated in marginal {tuple(bad.tolist())}")
+            groups[r] = (where, rows)
+        else:
+            normalize = SubsetNormalizer(domain)
+            for i in where.tolist():
+                subset = normalize(items[i])
+                subsets.setdefault(len(subset), []).append((i, subset))
+    for r, members in subsets.items():
+        where = np.array([i for i, _ in members], dtype=np.int64)
+        rows = np.array([subset for _, subset in members], dtype=np.int64).reshape(len(members), r)
+        if r in groups:
+            where, rows = np.concatenate([groups[r][0], where]), np.concatenate([groups[r][1], rows])
+        groups[r] = (where, rows)
+    return groups
+
+
+# ---------------------------------------------------------------------------------------
+# Selection: weighted sum of variances (closed form)
+# ---------------------------------------------------------------------------------------
+def _select_sum(problem: ResidualProblem, weights: np.ndarray) -> np.ndarray:
+    """Scales minimising ``sum_W w_W #cells(W) Var(W)`` at pcost 1.
+
+    With ``v_A = sum_{W superset A} w_W #cells(W) C_{W,A}`` the loss is ``sum_A v_A s_A`` and
+    the cost ``sum_A p_A / s_A``; Lagrange gives ``s_A = S sqrt(p_A / v_A)`` with
+    ``S = sum_A sqrt(v_A p_A)`` and optimal loss ``S^2``.
+    """
+    u = np.zeros(len(problem.family))
+    np.add.at(u, problem.workload_ids, weights * problem.cells[problem.workload_ids])
+    v = problem.p * (problem.variance_matrix.T @ u)
+    total = np.sum(np.sqrt(v * problem.p))
+    return total * np.sqrt(problem.p / v)
+
+
+# ---------------------------------------------------------------------------------------
+# Selection: weighted max variance (utility-constrained convex program)
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MaxVarianceSolution:
+    """Result of :func:`solve_max_variance`.
+
+    ``scales`` are at pcost 1 and ``value`` = ``max_W Var(W) / b_W`` at those scales (the
+    optimal pcost of the utility-constrained program ``Var(W) <= b_W``). ``multipliers`` are
+    the dual variables ``lambda_W >= 0`` per constrained closure id (``bound_ids``) and
+    ``lower_bound`` the dual value they certify: ``lower_bound <= optimum <= value``.
+    """
+
+    scales: np.ndarray
+    value: float
+    lower_bound: float
+    multipliers: np.ndarray
+    iterations: int
+
+
+def solve_max_variance(
+    problem: ResidualProblem, bound_ids: np.ndarray, bounds: np.ndarray, tol: float = 1e-10, max_iter: int = 200
+) -> MaxVarianceSolution:
+    """Solve ``min sum_A p_A / s_A  s.t.  Var(W) <= b_W (W in bound_ids)``.
+
+    Substituting ``t_A = s_A p_A / phi_A`` (``phi_A = prod_{i in A} n_i^-2``) turns the
+    constraints into ``y_W = sum_{A subset W} t_A <= b_W / phi_W`` and the objective into
+    ``sum_A a_A / t_A`` with ``a_A = p_A^2 / phi_A``. Over the closure, ``y = Z t`` with the
+    0/1 subset (zeta) matrix, which Mobius inversion undoes: ``t = M y``. In the variables
+    ``y`` the program is a smooth convex minimisation under *simple upper bounds*
+    ``y_W <= beta_W`` (other closure members free), solved by Bertsekas' projected Newton
+    method: variables at their bound with a gradient pushing outward are fixed, the Newton
+    system on the others is solved by Jacobi-preconditioned conjugate gradients (Hessian
+    ``M^T diag(2a/t^3) M`` applied with sparse products), and a projected Armijo search keeps
+    ``t > 0``. Stops when the duality gap certified by ``lambda = max(0, -grad_y)`` on the
+    tight bounds is below ``tol`` (relative), or when the objective stalls.
+
+    The start is feasible and already has most bounds tight: the weighted-sum solution
+    (weights ``1/beta``) shrunk to fit, then either every bound raised at once (valid, and
+    optimal, for e.g. unweighted downward-closed workloads: one iteration) or each ``t_A``
+    repeatedly scaled up by the least slack among its supersets. Typical runs take 5-15
+    iterations, also with weights spread over many orders of magnitude.
+    """
+    bound_ids = np.asarray(bound_ids, dtype=np.int64)
+    bounds = np.asarray(bounds, dtype=np.float64)
+    m = len(problem.family)
+    inv_n2 = 1.0 / np.asarray(problem.sizes, dtype=np.float64) ** 2
+    phi = problem.family.product_over(inv_n2)
+    a = problem.p**2 / phi
+    beta = bounds / phi[bound_ids]
+    zeta = problem.incidence.zeta()
+    zeta_t = zeta.T.tocsr()
+    mobius = problem.incidence.mobius()
+    mobius_t = mobius.T.tocsr()
+    bounded = np.zeros(m, dtype=bool)
+    bounded[bound_ids] = True
+    if not np.all(bounds > 0) or not np.all(np.isfinite(bounds)):
+        raise ValueError("variance bounds must be positive and finite")
+    if not np.all(zeta_t @ bounded.astype(np.float64) > 0):
+        raise ValueError("every closure member must lie under a bounded marginal (else the program is unbounded)")
+
+    # feasible start (see the docstring)
+    u = np.zeros(m)
+    u[bound_ids] = 1.0 / beta
+    t = np.sqrt(a / (zeta_t @ u))
+    y = zeta @ t
+    t *= np.min(beta / y[bound_ids])
+    y = zeta @ t
+    raised = y.copy()
+    raised[bound_ids] = beta
+    t_raised = mobius @ raised
+    if np.all(t_raised > 0) and np.sum(a / t_raised) < np.sum(a / t):
+        y, t = raised, t_raised
+    else:
+        t = _raise_to_bounds(t, zeta, zeta_t, bound_ids, beta)
+        y = zeta @ t
+    scale = y.copy()  # z = y / scale: bounded z <= 1, everything O(1)
+    scale[bound_ids] = beta
+    z = y / scale
+    f = np.sum(a / t)
+
+    def lower_bound(grad_y: np.ndarray, tight: np.ndarray) -> tuple[float, np.ndarray]:
+        """Dual value of ``lambda_W = max(0, -d f / d y_W)`` on the tight bounds, 0 elsewhere
+        (valid for any ``lambda >= 0``; at the optimum the loose bounds have ``lambda = 0``)."""
+        lam = np.where(tight[bound_ids], np.maximum(0.0, -grad_y[bound_ids]), 0.0)
+        lam_full = np.zeros(m)
+        lam_full[bound_ids] = lam
+        g = zeta_t @ lam_full
+        return 2.0 * np.sum(np.sqrt(a * g)) - beta @ lam, lam
+
+    iterations = 0
+    for iterations in range(1, max_iter + 1):
+        grad_y = -(mobius_t @ (a / t**2))
+        grad = grad_y * scale
+        step = z - np.where(bounded, np.minimum(z - grad, 1.0), z - grad)
+        eps = min(1e-3, float(np.max(np.abs(step))))
+        fixed = bounded & (z >= 1.0 - eps) & (grad < 0)
+        free = ~fixed
+        lower, lam = lower_bound(grad_y, fixed)
+        if f - lower <= tol * f:
+            break
+        curv = 2.0 * a / t**3
+        diag = scale**2 * (zeta_t @ curv)  # diag(M^T D M) = |M|^T D = Z^T D
+
+        def hess(v: np.ndarray) -> np.ndarray:
+            full = np.zeros(m)
+            full[free] = v
+            return (scale * (mobius_t @ (curv * (mobius @ (scale * full)))))[free]
+
+        direction = np.zeros(m)
+        direction[fixed] = -grad[fixed] / diag[fixed]
+        if np.any(free):
+            forcing = min(0.1, math.sqrt(max((f - lower) / f, 0.0)))
+            direction[free] = _pcg(hess, -grad[free], diag[free], forcing)
+        alpha, accepted = 1.0, False
+        for _ in range(60):
+            z_new = z + alpha * direction
+            z_new[bounded] = np.minimum(z_new[bounded], 1.0)
+            t_new = mobius @ (scale * z_new)
+            if np.all(t_new > 0):
+                f_new = np.sum(a / t_new)
+                if f_new <= f + 1e-4 * (grad @ (z_new - z)):
+                    accepted = True
+                    break
+            alpha *= 0.5
+        if not accepted or f - f_new <= 1e-15 * f:
+            if accepted:
+                z, t, f = z_new, t_new, f_new
+            break
+        z, t, f = z_new, t_new, f_new
+
+    s = t * phi / problem.p
+    value = f
+    return MaxVarianceSolution(
+        scales=s * value, value=value, lower_bound=lower, multipliers=lam, iterations=iterations
+    )
+
+
+def _raise_to_bounds(
+    t: np.ndarray, zeta: sp.csr_matrix, zeta_t: sp.csr_matrix, bound_ids: np.ndarray, beta: np.ndarray, rounds: int = 30
+) -> np.ndarray:
+    """Improve a feasible ``t`` by scaling each ``t_A`` with the least slack ``beta_W / y_W``
+    among its bounded supersets ``W``: every ``y_W`` stays within its bound (each term of the
+    sum grows by at most ``beta_W / y_W``) and the objective ``sum a / t`` decreases."""
+    ratio = np.full(zeta.shape[0], np.inf)
+    starts = zeta_t.indptr[:-1]  # row A of zeta_t lists the supersets W of A (A itself included)
+    for _ in range(rounds):
+        y = zeta @ t
+        ratio[bound_ids] = beta / y[bound_ids]
+        factor = np.minimum.reduceat(ratio[zeta_t.indices], starts)
+        if np.max(factor) < 1 + 1e-3:
+            break
+        t = t * np.maximum(factor, 1.0)
+    return t
+
+
+def _pcg(
+    hess: Callable[[np.ndarray], np.ndarray], rhs: np.ndarray, diag: np.ndarray, rtol: float, max_iter: int = 500
+) -> np.ndarray:
+    """Jacobi-preconditioned conjugate gradients for ``hess(x) = rhs`` (positive definite)."""
+    x = np.zeros_like(rhs)
+    r = rhs.copy()
+    zr = r / diag
+    d = zr.copy()
+    rz = r @ zr
+    stop = rtol * math.sqrt(rhs @ rhs)
+    for _ in range(max_iter):
+        if math.sqrt(r @ r) <= stop:
+            break
+        hd = hess(d)
+        curvature = d @ hd
+        if curvature <= 0:
+            break
+        alpha = rz / curvature
+        x += alpha * d
+        r -= alpha * hd
+        zr = r / diag
+        rz_new = r @ zr
+        d = zr + (rz_new / rz) * d
+        rz = rz_new
+    return x
+
+
+def _select_max(problem: ResidualProblem, weights: np.ndarray) -> np.ndarray:
+    """Scales minimising ``max_W w_W Var(W)`` at pcost 1 (bounds ``Var(W) <= 1 / w_W``)."""
+    bound = np.full(len(problem.family), np.inf)
+    np.minimum.at(bound, problem.workload_ids, 1.0 / weights)
+    ids = np.flatnonzero(np.isfinite(bound))
+    solution = solve_max_variance(problem, ids, bound[ids])
+    if solution.value - solution.lower_bound > 1e-6 * solution.value:
+        raise RuntimeError(
+            f"max-variance selection did not converge: value {solution.value}, dual bound {solution.lower_bound}"
+        )
+    return solution.scales
+
+
+# ---------------------------------------------------------------------------------------
+# Selection: a general convex loss of the workload variances
+# ---------------------------------------------------------------------------------------
+def _select_convex(problem: ResidualProblem, loss: LossFunction, start: np.ndarray) -> np.ndarray:
+    """Scales minimising ``loss(Var(W) for W in workload)`` subject to pcost 1.
+
+    Parametrised by ``u = log s`` and normalised to pcost 1 (``s = e^u sum_A p_A e^-u_A``), so
+    the problem is unconstrained; solved by L-BFGS from the weighted-sum solution.
+    """
+    rows = problem.variance_matrix[problem.workload_ids]
+    p = problem.p
+
+    def fun(u: np.ndarray) -> tuple[float, np.ndarray]:
+        e = np.exp(u - u.max())
+        total = np.sum(p / e)
+        s = e * total
+        value, grad_v = loss(rows @ (p * s))
+        h = p * (rows.T @ np.asarray(grad_v, dtype=np.float64))
+        return float(value), h * s - (p / e) * (h @ e)
+
+    result = scipy.optimize.minimize(
+        fun, np.log(start), jac=True, method="L-BFGS-B", options={"maxiter": 5000, "ftol": 1e-15, "gtol": 1e-12}
+    )
+    e = np.exp(result.x - result.x.max())
+    return e * np.sum(p / e)
+
+
+# ---------------------------------------------------------------------------------------
+# The strategy
+# ---------------------------------------------------------------------------------------
+class ResidualPlannerStrategy(Strategy):
+    """The selected plan: a noise scale ``s_A`` for the residual of every closure set ``A``.
+
+    All figures are for this strategy's pcost (``.budget``; 1 unless scaled): measuring
+    ``R_A x + N(0, s_A Sigma_A)`` for every ``A`` costs exactly ``budget``.
+    """
+
+    noise = "gaussian"
+
+    def __init__(
+        self,
+        problem: ResidualProblem,
+        weights: np.ndarray,
+        scales: np.ndarray,
+        loss: Loss,
+        budget: float = 1.0,
+    ):
+        self._problem = problem
+        self.domain: Domain = problem.domain
+        self.weights = weights
+        self.loss = loss
+        self.budget = float(budget)
+        self._scales = scales  # at self.budget
+
+    @property
+    def workload(self) -> tuple[Subset, ...]:
+        """The workload marginals as sorted position tuples, in the order given."""
+        return self._problem.workload
+
+    # ---- Strategy -------------------------------------------------------------------
+    @property
+    def num_queries(self) -> int:
+        """Total number of cells of the workload marginals."""
+        return int(round(float(np.sum(self._problem.cells[self._problem.workload_ids]))))
+
+    def workload_variances(self) -> np.ndarray:
+        """Per-cell variance of each workload marginal, in workload order."""
+        return self._problem.variances(self._scales, self._problem.workload_ids)
+
+    def expected_error(self) -> float:
+        """Weighted total squared error ``sum_W w_W #cells(W) Var(W)`` (plain total if unweighted)."""
+        cells = self._problem.cells[self._problem.workload_ids]
+        return float(np.sum(self.weights * cells * self.workload_variances()))
+
+    def max_variance(self) -> float:
+        """Largest per-cell variance over the workload marginals (unweighted)."""
+        return float(np.max(self.workload_variances()))
+
+    def objective(self) -> float:
+        """Value of the selection loss: weighted sum, weighted max, or the callable's value."""
+        if self.loss == "sum":
+            return self.expected_error()
+        if self.loss == "max":
+            return float(np.max(self.weights * self.workload_variances()))
+        return float(self.loss(self.workload_variances())[0])
+
+    # ---- noise scales and budget ------------------------------------------------------
+    @property
+    def residual_sets(self) -> tuple[Subset, ...]:
+        """The closure of the workload: every set whose residual is measured."""
+        return self._problem.family.sets
+
+    def noise_scales(self, pcost: BudgetLike | None = None) -> dict[Subset, float]:
+        """``{A: s_A}``: the variance multiplier of ``M_A`` (noise ``N(0, s_A Sigma_A)``).
+
+        At this strategy's budget, or at ``pcost`` if given (scales are inversely
+        proportional to the budget).
+        """
+        factor = 1.0 if pcost is None else self.budget / as_pcost(pcost)
+        return dict(zip(self._problem.family.sets, (self._scales * factor).tolist()))
+
+    def pcost(self) -> float:
+        """``sum_A p_A / s_A`` at the current scales (equals ``budget``)."""
+        return float(np.sum(self._problem.p / self._scales))
+
+    def scaled(self, budget: BudgetLike) -> ResidualPlannerStrategy:
+        """The same plan run at another budget: every variance scales by ``old / new`` pcost."""
+        budget = as_pcost(budget)
+        factor = self.budget / budget
+        return ResidualPlannerStrategy(self._problem, self.weights, self._scales * factor, self.loss, budget)
+
+    # ---- one marginal ---------------------------------------------------------------
+    def _locate(self, marginal: MarginalSpec) -> tuple[int, Subset]:
+        subset = normalize_subset(self.domain, marginal)
+        return self._problem.family.index(subset), subset
+
+    def variance(self, marginal: MarginalSpec) -> float:
+        """Per-cell variance of the reconstructed marginal (any set in the closure)."""
+        i, _ = self._locate(marginal)
+        return float(self._problem.variances(self._scales, np.array([i]))[0])
+
+    def covariance(self, marginal: MarginalSpec) -> np.ndarray:
+        """Covariance matrix of the reconstructed marginal's cells (dense; small marginals).
+
+        Cells in C order with axes in domain order (size-1 attributes included).
+        """
+        _, subset = self._locate(marginal)
+        family = self._problem.family
+        scales = {}
+        for mask in range(1 << len(subset)):
+            keep = tuple(j for j in range(len(subset)) if mask >> j & 1)
+            scales[keep] = float(self._scales[family.index(tuple(subset[j] for j in keep))])
+        return cell_covariance([self.domain.sizes[i] for i in subset], scales)
+
+    # ---- reconstruction ---------------------------------------------------------------
+    def reconstruct(self, measurements: Mapping[Subset, np.ndarray]) -> ResidualReconstruction:
+        """Marginals from noisy residual answers ``{A: omega_A}`` (Algorithm 2).
+
+        ``omega_A`` has length ``prod_{i in A} (n_i - 1)`` (C order). Keys may use names or
+        positions. Any marginal in the closure can then be read with ``.marginal(A)`` or in
+        bulk with ``.marginals([...])``; all reconstructions are consistent with each other.
+        """
+        return ResidualReconstruction(self.domain, self._problem.family, measurements)
+
+
+
+def as_pcost(budget: BudgetLike) -> float:
+    """A budget as a pcost: a positive number is a pcost already; ``ZCDP(rho)`` is ``2 rho``;
+    ``(epsilon, delta)`` is the largest pcost that is (epsilon, delta)-DP for Gaussian noise."""
+    from kernel import privacy  # the conversions live in the trusted kernel
+
+    if isinstance(budget, privacy.ZCDP):
+        return _positive(2 * float(budget.rho))
+    if isinstance(budget, privacy.PureDP):
+        raise ValueError("Gaussian noise cannot satisfy pure epsilon-DP; give a pcost, ZCDP or (epsilon, delta)")
+    if isinstance(budget, tuple) and len(budget) == 2:
+        return privacy.gaussian_pcost_for_approx_dp(*budget)
+    return _positive(budget)
+
+
+def _positive(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"a pcost budget must be a positive finite number, got {value!r}")
+    result = float(value)
+    if not result > 0 or not math.isfinite(result):
+        raise ValueError(f"a pcost budget must be a positive finite number, got {value!r}")
+    return result
+
+
+# ---------------------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------------------
+def residual_planner(
+    domain: DomainLike,
+    marginals: Iterable[MarginalSpec],
+    loss: Loss = "sum",
+    weights: Sequence[float] | np.ndarray | None = None,
+    budget: BudgetLike | None = None,
+) -> ResidualPlannerStrategy:
+    """Select the optimal residual measurements for a marginal workload.
+
+    ``domain``: a Domain or a list of attribute sizes. ``marginals``: attribute tuples (names
+    or positions; ``()`` is the total). ``loss``: ``"sum"`` (weighted total variance),
+    ``"max"`` (weighted max cell variance) or a convex callable of the per-marginal cell
+    variances returning ``(value, gradient)``. ``weights`` (positive, one per marginal)
+    multiply each marginal's cell variance in the loss. ``budget``: what to scale the plan to,
+    see :func:`as_pcost` (default pcost 1).
+    """
+    problem = ResidualProblem(as_domain(domain), marginals)
+    k = len(problem.workload_ids)
+    if weights is None:
+        w = np.ones(k)
+    else:
+        w = np.asarray(weights, dtype=np.float64).ravel()
+        if w.shape != (k,):
+            raise ValueError(f"{w.size} weights for {k} marginals")
+        if not np.all(np.isfinite(w) & (w > 0)):
+            raise ValueError("weights must be positive and finite")
+    if loss == "sum":
+        scales = _select_sum(problem, w)
+    elif loss == "max":
+        scales = _select_max(problem, w)
+    elif callable(loss):
+        if weights is not None:
+            raise ValueError("weights apply to 'sum' and 'max'; put them inside a callable loss")
+        scales = _select_convex(problem, loss, _select_sum(problem, w))
+    else:
+        raise ValueError(f"loss must be 'sum', 'max' or a callable, got {loss!r}")
+    strategy = ResidualPlannerStrategy(problem, w, scales, loss)
+    return strategy if budget is None else strategy.scaled(budget)
