@@ -1,0 +1,241 @@
+"""OPT_0: strategies for one explicit (1-D) workload block (J section 4).
+
+Laplace: the p-Identity family A(Theta) = [I; Theta] D, D = diag(1 / (1 + 1^T Theta)), whose
+columns all have L1 norm 1, so the objective is just C(Theta) = tr[(A^T A)^{-1} V], minimized
+over Theta >= 0 with L-BFGS-B (J Def. 13, 14).
+
+The paper evaluates C in O(p n^2) with a dense V. Here V is only applied to n x p blocks, so a
+structured Gram (prefix, all-range, width-w, identity, total: O(n) per column) brings the cost
+to O(n p^2 + p^3). With s = 1 + 1^T Theta, S = diag(s), Phi = Theta S, M = I_p + Theta Theta^T
+and K = (I + Theta^T Theta)^{-1} = I - Theta^T M^{-1} Theta (Woodbury):
+
+    (A^T A)^{-1} = S K S
+    C = sum_j s_j^2 V_jj - tr[M^{-1} Phi V Phi^T]
+    dC/dTheta = -2 Theta K (S V S) K + 1 g^T,   g = 2 diag(K S V)
+
+and with Q = V Phi^T (the only product with V), P = M^{-1} Q^T, R = M^{-1} Theta:
+    Theta K (S V S) K = P S - (P Phi^T) R,      diag(K S V)_j = s_j V_jj - sum_k Theta_kj P_kj.
+
+Gaussian: the convex problem min tr[X^{-1} V] s.t. diag(X) = 1, X > 0 (J Def. 12, section
+4.2), started from the SVD-bound strategy X = P sqrt(L) P^T rescaled to unit diagonal. The
+paper optimizes X's lower triangle and rejects steps that leave X > 0; L-BFGS-B then stalls on
+the first infeasible trial step (seen on prefix and width-32). Here X = A^T A with A the upper
+triangular Cholesky factor with its columns normalized, which is feasible everywhere; the
+minimizers are the same. Per step: one triangular inverse, one structured product V A^{-1}
+and two n^3 products.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse
+from scipy.optimize import Bounds, minimize
+
+from kernel.matrix import Dense, Diagonal, Identity, Matrix, Ones, Product, Sum, Total, VStack
+from operators.selection.hdmm.blas import single_threaded_blas
+from operators.selection.hdmm.gram import Gram
+from operators.selection.strategy import Noise
+
+#: L-BFGS-B iteration caps (the optimizers stop earlier on their tolerance).
+LAPLACE_MAXITER = 1000
+GAUSSIAN_MAXITER = 300
+#: Up to this size the reported error of a p-Identity comes from a dense Cholesky of A^T A:
+#: the Woodbury form cancels large terms when Theta has large entries (relative error 1e-6
+#: seen at n = 64, against 1e-15 for the dense solve of the well-conditioned A^T A).
+DENSE_ERROR_LIMIT = 2048
+#: Below this fraction of positive entries the p-Identity loss multiplies by Theta as a sparse matrix.
+SPARSE_DENSITY = 0.3
+
+
+class PIdentity(VStack):
+    """The p-Identity strategy [I; Theta] D: n + p rows, every column of L1 norm exactly 1."""
+
+    def __init__(self, theta: np.ndarray):
+        theta = np.asarray(theta, dtype=np.float64)
+        if theta.ndim != 2 or theta.shape[0] < 1 or not np.all(np.isfinite(theta)) or theta.min() < 0:
+            raise ValueError("p-Identity needs a finite, non-negative p x n parameter matrix with p >= 1")
+        self.theta = theta
+        self.scale = 1.0 + theta.sum(axis=0)
+        super().__init__([Diagonal(1.0 / self.scale), Dense(theta / self.scale)])
+
+    def pinv(self) -> Matrix:
+        """(A^T A)^{-1} A^T = S (I - Theta^T M^{-1} Theta) S A^T, applied in O((n + p) p) per column."""
+        theta = self.theta
+        m_inv = np.linalg.inv(np.eye(theta.shape[0]) + theta @ theta.T)
+        low_rank = Product([Dense(-theta.T), Dense(m_inv @ theta)])
+        S = Diagonal(self.scale)
+        return Product([S, Sum([Identity(theta.shape[1]), low_rank]), S, self.T])
+
+
+def pidentity_loss(theta: np.ndarray, gram: Gram) -> tuple[float, np.ndarray]:
+    """C(Theta) = tr[(A^T A)^{-1} V] and dC/dTheta for the p-Identity strategy (module docstring).
+
+    Optimized Theta is sparse (a few percent of entries stay positive), so past the first
+    iterations every product with Theta is sparse and one dense p x p by p x n product remains.
+    """
+    p = theta.shape[0]
+    s = 1.0 + theta.sum(axis=0)
+    phi = theta * s
+    Q = gram.matmat(phi.T)  # V Phi^T, the only product with V: n x p
+    sparse = np.count_nonzero(theta) <= SPARSE_DENSITY * theta.size
+    th = scipy.sparse.csr_array(theta) if sparse else theta
+    ph = scipy.sparse.csr_array(phi) if sparse else phi
+    gram_theta = th @ th.T
+    # M = I + Theta Theta^T has eigenvalues >= 1, so an explicit inverse is accurate; it also
+    # avoids LAPACK triangular solves, which are pathologically slow with threaded OpenBLAS.
+    m_inv = np.linalg.inv(np.eye(p) + (gram_theta.toarray() if sparse else gram_theta))
+    F = np.asarray(ph @ Q)  # Phi V Phi^T
+    P = m_inv @ Q.T  # M^{-1} Phi V
+    loss = float(s**2 @ gram.diag - np.sum(m_inv * F.T))
+    # (P Phi^T) R = M^{-1} F^T M^{-1} Theta, with the p x p factor first.
+    left = m_inv @ F.T @ m_inv
+    correction = np.asarray((th.T @ left.T).T) if sparse else left @ theta
+    grad = -2.0 * (P * s - correction)
+    diag_ksv = s * gram.diag - (np.asarray(th.multiply(P).sum(axis=0)).ravel() if sparse else np.sum(theta * P, axis=0))
+    grad += 2.0 * diag_ksv
+    return loss, grad
+
+
+def gaussian_loss(B: np.ndarray, gram: Gram) -> tuple[float, np.ndarray]:
+    """tr[X^{-1} V] for X = A^T A, A = B with unit columns, and its gradient in upper-triangular B.
+
+    With F = A^{-T}: tr[X^{-1} V] = tr[F V F^T] and d/dA = -2 F V F^T F; normalizing columns
+    projects each column's gradient off its own direction.
+    """
+    norms = np.sqrt(np.sum(B * B, axis=0))
+    A = B / norms
+    inverse, info = scipy.linalg.lapack.dtrtri(A, lower=0)
+    if info != 0 or not np.all(np.isfinite(inverse)):
+        return math.inf, np.zeros_like(B)
+    FVFt = inverse.T @ gram.matmat(inverse)
+    grad_A = -2.0 * (FVFt @ inverse.T)
+    grad = (grad_A - A * np.sum(A * grad_A, axis=0)) / norms
+    return float(np.trace(FVFt)), np.triu(grad)
+
+
+def default_p(n: int) -> int:
+    """The paper's p = n / 16, but at least min(8, n / 2).
+
+    Small p gets trapped: on AllRange(64), p = 4 ended at the identity (Theta = 0, a KKT
+    point) or a poor minimum in 6 of 10 random starts, p = 8 in none.
+    """
+    return max(n // 16, min(8, max(1, n // 2)))
+
+
+def optimize_factor(
+    gram: Gram,
+    noise: Noise,
+    rng: np.random.Generator,
+    p: int | None = None,
+    restarts: int = 1,
+    start: Matrix | None = None,
+) -> Matrix:
+    """OPT_0 on one attribute's Gram: a sensitivity-normalized strategy block.
+
+    All-ones Grams get Total (optimal: its error is the rank-one bound). Laplace returns a
+    p-Identity (p = 1 for I/T predicates, n/16 otherwise), the best of ``restarts`` random
+    starts plus ``start`` when it is a p-Identity of the right shape; Gaussian returns the
+    Cholesky factor of the convex optimum (deterministic, so restarts do not apply).
+    """
+    if noise not in ("laplace", "gaussian"):
+        raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
+    if gram.total_only:
+        return Total(gram.n)
+    with single_threaded_blas():
+        if noise == "gaussian":
+            return _gaussian_factor(gram)
+        return _laplace_factor(gram, rng, p, restarts, start)
+
+
+def _laplace_factor(gram: Gram, rng: np.random.Generator, p: int | None, restarts: int, start: Matrix | None) -> Matrix:
+    if p is None:
+        p = 1 if gram.identity_or_total else default_p(gram.n)
+    starts = [rng.uniform(0.0, 1.0, size=(p, gram.n)) for _ in range(max(1, restarts))]
+    if isinstance(start, PIdentity) and start.theta.shape == (p, gram.n):
+        starts[0] = start.theta
+    best, best_loss = None, math.inf
+    for theta0 in starts:
+        theta, loss = _minimize_pidentity(theta0, gram)
+        if loss < best_loss:
+            best, best_loss = theta, loss
+    return PIdentity(best)
+
+
+def _minimize_pidentity(theta0: np.ndarray, gram: Gram) -> tuple[np.ndarray, float]:
+    shape = theta0.shape
+
+    def fun(flat):
+        loss, grad = pidentity_loss(flat.reshape(shape), gram)
+        return loss, grad.ravel()
+
+    result = minimize(
+        fun, theta0.ravel(), jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf),
+        options={"maxiter": LAPLACE_MAXITER, "ftol": 1e-8, "gtol": 1e-12},
+    )
+    theta = np.maximum(result.x.reshape(shape), 0.0)
+    return theta, pidentity_loss(theta, gram)[0]
+
+
+def gaussian_start(gram: Gram) -> np.ndarray:
+    """X = P sqrt(Lambda) P^T from V = P Lambda P^T, rescaled to unit diagonal (a correlation matrix)."""
+    eigenvalues, vectors = np.linalg.eigh(gram.dense())
+    floor = max(eigenvalues.max(), 0.0) * 1e-8
+    root = np.sqrt(np.maximum(eigenvalues, floor)) if floor > 0 else np.ones_like(eigenvalues)
+    X = (vectors * root) @ vectors.T
+    scale = 1.0 / np.sqrt(np.diag(X))
+    return X * scale[:, None] * scale[None, :]
+
+
+def _gaussian_factor(gram: Gram) -> Matrix:
+    n = gram.n
+    if n == 1:
+        return Identity(1)
+    rows, cols = np.triu_indices(n)
+
+    def unpack(v):
+        B = np.zeros((n, n))
+        B[rows, cols] = v
+        return B
+
+    def fun(v):
+        loss, grad = gaussian_loss(unpack(v), gram)
+        return loss, grad[rows, cols]
+
+    start = scipy.linalg.cholesky(gaussian_start(gram), lower=False)[rows, cols]
+    result = minimize(fun, start, jac=True, method="L-BFGS-B",
+                      options={"maxiter": GAUSSIAN_MAXITER, "ftol": 1e-12, "gtol": 1e-10})
+    best = result.x if result.fun <= fun(start)[0] else start
+    B = unpack(best)
+    return Dense(B / np.sqrt(np.sum(B * B, axis=0)))
+
+
+def factor_error(A: Matrix, gram: Gram, noise: Noise) -> float:
+    """||A||_K^2 tr[(A^T A)^+ V]: one attribute's factor of the error (inf if A does not support V)."""
+    if isinstance(A, Identity):
+        return gram.trace
+    if isinstance(A, Ones) and A.shape[0] == 1:
+        return gram.total / gram.n**2 if gram.total_only else math.inf
+    if isinstance(A, PIdentity) and noise == "laplace" and gram.n > DENSE_ERROR_LIMIT:
+        return pidentity_loss(A.theta, gram)[0]
+    norm = "l1" if noise == "laplace" else "l2"
+    with single_threaded_blas():
+        G = A.gram().dense()
+        try:
+            factor = scipy.linalg.cho_factor(G)
+        except np.linalg.LinAlgError:
+            return _singular_trace(G, gram) * A.sensitivity(norm) ** 2
+        inverse = scipy.linalg.cho_solve(factor, np.eye(gram.n))
+        return A.sensitivity(norm) ** 2 * float(np.trace(gram.matmat(inverse)))
+
+
+def _singular_trace(G: np.ndarray, gram: Gram) -> float:
+    eigenvalues, vectors = np.linalg.eigh(G)
+    keep = eigenvalues > eigenvalues.max(initial=0.0) * G.shape[0] * np.finfo(float).eps
+    basis = vectors[:, keep]
+    projected = basis.T @ gram.matmat(basis)
+    if gram.trace - np.trace(projected) > 1e-9 * max(gram.trace, 1.0):
+        return math.inf
+    return float(np.sum(np.diag(projected) / eigenvalues[keep]))

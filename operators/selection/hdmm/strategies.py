@@ -1,0 +1,143 @@
+"""What the HDMM optimizers return: a strategy matrix with its exact error and a reconstruction.
+
+Each class computes the error with the structure it has (never a dense N x N matrix):
+a Kronecker strategy factorizes per attribute and per workload product (J Thm 6), a marginal
+strategy uses the eigen form of marginal Grams, and a union of Kronecker products (OPT_+)
+carries the error of answering each product from its own block (J Def. 19), an upper bound
+on the error of the global least squares that ``reconstruct`` computes (Gauss-Markov: the
+best linear unbiased estimate uses all the measurements).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.sparse.linalg import LinearOperator, lsmr
+
+from kernel.matrix import Kronecker, Marginals, Matrix, VStack
+from operators.selection.hdmm import marginals as marg
+from operators.selection.hdmm.gram import Gram, Term, is_identity_or_total, product_terms
+from operators.selection.hdmm.opt0 import factor_error
+from operators.selection.strategy import Noise, Strategy
+
+#: Lattices up to this many attributes get the closed-form marginal SVD bound.
+MAX_LATTICE_ATTRIBUTES = 26
+
+
+def noise_constant(noise: Noise) -> float:
+    """Squared-error factor of unit noise: 2 for Laplace (eps = 1), 1 for Gaussian (sigma = 1)."""
+    if noise == "laplace":
+        return 2.0
+    if noise == "gaussian":
+        return 1.0
+    raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
+
+
+def workload_svd_bound(W: Matrix, noise: Noise) -> float:
+    """The SVD lower bound on expected_error in the same units (c_K * SVDB).
+
+    Workloads of identity and total blocks are marginal workloads: closed form (J Thm 12,
+    corrected multiplicities) on any number of cells; others go to operators.error.
+    """
+    terms = product_terms(W)
+    factors = [f for _, fs in terms for f in fs]
+    d = len(terms[0][1])
+    if all(is_identity_or_total(f) for f in factors) and d <= MAX_LATTICE_ATTRIBUTES:
+        lattice = marg.Lattice([f.shape[1] for f in terms[0][1]])
+        kappa_w = lattice.Y(marg.marginal_approximation(terms, lattice))
+        return noise_constant(noise) * marg.svd_bound(kappa_w, lattice)
+    from operators.error import svd_bound  # late: operators.error imports operators.selection
+
+    return svd_bound(W, noise)
+
+
+class HDMMStrategy(Strategy):
+    """A selected strategy for a workload: ``matrix`` is sensitivity-normalized (||A||_K = 1)."""
+
+    def __init__(self, workload: Matrix, matrix: Matrix, noise: Noise, error: float, optimizer: str):
+        noise_constant(noise)
+        if matrix.shape[1] != workload.shape[1]:
+            raise ValueError(f"strategy has {matrix.shape[1]} columns, workload {workload.shape[1]}")
+        self.workload, self.matrix, self.noise, self.optimizer = workload, matrix, noise, optimizer
+        self._error = float(error)
+
+    @property
+    def num_queries(self) -> int:
+        return self.workload.shape[0]
+
+    def expected_error(self) -> float:
+        return self._error
+
+    def svd_bound(self) -> float:
+        """Lower bound on the expected error of any strategy for this workload (same units)."""
+        return workload_svd_bound(self.workload, self.noise)
+
+    @abstractmethod
+    def reconstruct(self, y: np.ndarray) -> np.ndarray:
+        """Least-squares estimate x_hat of the data vector from noisy answers y = matrix @ x + noise."""
+
+    def _check_answers(self, y) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64)
+        if y.shape != (self.matrix.shape[0],):
+            raise ValueError(f"expected {self.matrix.shape[0]} noisy answers, got shape {y.shape}")
+        return y
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.optimizer}, {self.noise}, rmse={self.rmse():.4g})"
+
+
+class KroneckerStrategy(HDMMStrategy):
+    """A_1 kron ... kron A_d (one factor: an explicit strategy); reconstructs with kron of A_i^+."""
+
+    def __init__(self, workload: Matrix, terms: Sequence[Term], factors: Sequence[Matrix], noise: Noise,
+                 optimizer: str = "opt_kron"):
+        self.factors = list(factors)
+        if [f.shape[1] for f in self.factors] != [f.shape[1] for f in terms[0][1]]:
+            raise ValueError("strategy factors must match the workload's attribute sizes")
+        error = noise_constant(noise) * sum(
+            weight**2 * math.prod(factor_error(A, Gram.of(Wi), noise) for A, Wi in zip(self.factors, factors_j))
+            for weight, factors_j in terms
+        )
+        matrix = self.factors[0] if len(self.factors) == 1 else Kronecker(self.factors)
+        super().__init__(workload, matrix, noise, error, optimizer)
+
+    def reconstruct(self, y: np.ndarray) -> np.ndarray:
+        return self.matrix.pinv() @ self._check_answers(y)
+
+
+class MarginalStrategy(HDMMStrategy):
+    """M(theta): the marginal on subset a with weight theta(a); reconstructs with G(theta^2)^+ M^T."""
+
+    def __init__(self, workload: Matrix, lattice: marg.Lattice, theta: np.ndarray, noise: Noise, error: float):
+        theta = np.asarray(theta, dtype=np.float64)
+        theta = theta / (theta.sum() if noise == "laplace" else np.sqrt(np.sum(theta**2)))
+        self.lattice, self.theta = lattice, theta
+        weights = {lattice.subsets(a): float(theta[a]) for a in zip(*np.nonzero(theta))}
+        super().__init__(workload, Marginals(lattice.sizes, weights), noise, error, "opt_marginals")
+
+    def reconstruct(self, y: np.ndarray) -> np.ndarray:
+        v = self.matrix.T @ self._check_answers(y)
+        kappa = self.lattice.Y(self.theta**2)
+        inverse = np.zeros_like(kappa)
+        np.divide(1.0, kappa, out=inverse, where=kappa > kappa.max() * 1e-14)
+        return marg.apply_eigen(inverse, v.reshape(self.lattice.sizes)).ravel()
+
+
+class UnionStrategy(HDMMStrategy):
+    """c_1 A_1 ; ... ; c_k A_k stacked (OPT_+): least squares by LSMR on implicit products.
+
+    ``expected_error`` is the error of answering each workload group from its own block (the
+    quantity OPT_+ minimizes); ``reconstruct``'s global least squares is never worse.
+    """
+
+    def __init__(self, workload: Matrix, blocks: Sequence[tuple[float, Matrix]], noise: Noise, error: float):
+        self.blocks = list(blocks)
+        super().__init__(workload, VStack([A * c for c, A in self.blocks]), noise, error, "opt_plus")
+
+    def reconstruct(self, y: np.ndarray) -> np.ndarray:
+        A = self.matrix
+        operator = LinearOperator(A.shape, matvec=lambda x: A @ x, rmatvec=lambda r: A.T @ r, dtype=np.float64)
+        return lsmr(operator, self._check_answers(y), atol=1e-12, btol=1e-12, maxiter=20 * max(A.shape))[0]
