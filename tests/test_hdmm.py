@@ -130,6 +130,18 @@ def test_pidentity_gradient_matches_finite_differences(W, density):
     assert np.allclose(grad, numeric, rtol=1e-5, atol=1e-5 * np.abs(grad).max())
 
 
+def test_laplace_opt0_never_materializes_a_gram(monkeypatch):
+    from kernel.matrix import IntervalGram
+
+    def refuse(self):
+        raise AssertionError("dense Gram formed")
+
+    monkeypatch.setattr(IntervalGram, "dense", refuse)
+    monkeypatch.setattr(Gram, "dense", refuse)
+    strategy = opt_0(AllRange(256), restarts=1, seed=0)
+    assert strategy.matrix.theta.shape == (16, 256)
+
+
 def test_pidentity_strategy_norms_and_pseudo_inverse():
     theta = np.random.default_rng(4).uniform(0, 2, (4, 12))
     A = PIdentity(theta)
@@ -193,6 +205,12 @@ def test_opt0_gaussian_reaches_journal_table_5(make, n, paper):
 def test_opt0_laplace_journal_table_4_at_1024(make, paper):
     strategy = opt_0(make(1024), "laplace", restarts=1, seed=0)
     assert table_bound(strategy) <= table_rmse(strategy) <= 1.01 * paper
+
+
+def test_opt0_iteration_cap_trades_error_for_time():
+    capped = opt_0(AllRange(64), restarts=1, seed=0, maxiter=3)
+    full = opt_0(AllRange(64), restarts=1, seed=0)
+    assert full.expected_error() < capped.expected_error()
 
 
 def test_opt0_total_and_identity_blocks():

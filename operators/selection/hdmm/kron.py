@@ -35,15 +35,17 @@ def opt_0(
     p: int | None = None,
     restarts: int = 3,
     seed: int | np.random.Generator | None = None,
+    maxiter: int | None = None,
 ) -> KroneckerStrategy:
     """OPT_0: an explicit strategy for W as one block (p-Identity for Laplace, convex for Gaussian).
 
-    p defaults to the paper's n / 16 (1 for identity/total blocks); Laplace keeps the best of
-    ``restarts`` random starts.
+    p defaults to the paper's n / 16 within [8, 128] (1 for identity/total blocks, see
+    opt0.default_p); Laplace keeps the best of ``restarts`` random starts; ``maxiter`` caps
+    the L-BFGS-B iterations per start (time against error on large n).
     """
     noise_constant(noise)
     rng = np.random.default_rng(seed)
-    A = optimize_factor(Gram.of(W), noise, rng, p=p, restarts=restarts)
+    A = optimize_factor(Gram.of(W), noise, rng, p=p, restarts=restarts, maxiter=maxiter)
     return KroneckerStrategy(W, [(1.0, (W,))], [A], noise, optimizer="opt_0")
 
 

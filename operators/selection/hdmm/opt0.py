@@ -31,7 +31,6 @@ import math
 
 import numpy as np
 import scipy.linalg
-import scipy.sparse
 from scipy.optimize import Bounds, minimize
 
 from kernel.matrix import Dense, Diagonal, Identity, Matrix, Ones, Product, Sum, Total, VStack
@@ -42,12 +41,12 @@ from operators.selection.strategy import Noise
 #: L-BFGS-B iteration caps (the optimizers stop earlier on their tolerance).
 LAPLACE_MAXITER = 1000
 GAUSSIAN_MAXITER = 300
+#: Largest default p (see default_p).
+MAX_P = 128
 #: Up to this size the reported error of a p-Identity comes from a dense Cholesky of A^T A:
 #: the Woodbury form cancels large terms when Theta has large entries (relative error 1e-6
 #: seen at n = 64, against 1e-15 for the dense solve of the well-conditioned A^T A).
 DENSE_ERROR_LIMIT = 2048
-#: Below this fraction of positive entries the p-Identity loss multiplies by Theta as a sparse matrix.
-SPARSE_DENSITY = 0.3
 
 
 class PIdentity(VStack):
@@ -73,29 +72,22 @@ class PIdentity(VStack):
 def pidentity_loss(theta: np.ndarray, gram: Gram) -> tuple[float, np.ndarray]:
     """C(Theta) = tr[(A^T A)^{-1} V] and dC/dTheta for the p-Identity strategy (module docstring).
 
-    Optimized Theta is sparse (a few percent of entries stay positive), so past the first
-    iterations every product with Theta is sparse and one dense p x p by p x n product remains.
+    Four p x p by p x n products and one structured V @ (n x p). (Treating the optimized Theta,
+    about 5% non-zero, as a sparse matrix was measured no faster at n = 4096, p = 256.)
     """
     p = theta.shape[0]
     s = 1.0 + theta.sum(axis=0)
     phi = theta * s
     Q = gram.matmat(phi.T)  # V Phi^T, the only product with V: n x p
-    sparse = np.count_nonzero(theta) <= SPARSE_DENSITY * theta.size
-    th = scipy.sparse.csr_array(theta) if sparse else theta
-    ph = scipy.sparse.csr_array(phi) if sparse else phi
-    gram_theta = th @ th.T
     # M = I + Theta Theta^T has eigenvalues >= 1, so an explicit inverse is accurate; it also
     # avoids LAPACK triangular solves, which are pathologically slow with threaded OpenBLAS.
-    m_inv = np.linalg.inv(np.eye(p) + (gram_theta.toarray() if sparse else gram_theta))
-    F = np.asarray(ph @ Q)  # Phi V Phi^T
+    m_inv = np.linalg.inv(np.eye(p) + theta @ theta.T)
+    F = phi @ Q  # Phi V Phi^T
     P = m_inv @ Q.T  # M^{-1} Phi V
     loss = float(s**2 @ gram.diag - np.sum(m_inv * F.T))
     # (P Phi^T) R = M^{-1} F^T M^{-1} Theta, with the p x p factor first.
-    left = m_inv @ F.T @ m_inv
-    correction = np.asarray((th.T @ left.T).T) if sparse else left @ theta
-    grad = -2.0 * (P * s - correction)
-    diag_ksv = s * gram.diag - (np.asarray(th.multiply(P).sum(axis=0)).ravel() if sparse else np.sum(theta * P, axis=0))
-    grad += 2.0 * diag_ksv
+    grad = -2.0 * (P * s - (m_inv @ F.T @ m_inv) @ theta)
+    grad += 2.0 * (s * gram.diag - np.sum(theta * P, axis=0))
     return loss, grad
 
 
@@ -117,12 +109,14 @@ def gaussian_loss(B: np.ndarray, gram: Gram) -> tuple[float, np.ndarray]:
 
 
 def default_p(n: int) -> int:
-    """The paper's p = n / 16, but at least min(8, n / 2).
+    """The paper's p = n / 16, but at least min(8, n / 2) and at most 128.
 
     Small p gets trapped: on AllRange(64), p = 4 ended at the identity (Theta = 0, a KKT
-    point) or a poor minimum in 6 of 10 random starts, p = 8 in none.
+    point) or a poor minimum in 6 of 10 random starts, p = 8 in none. Large p is slow: a step
+    costs O(n p^2); on AllRange(4096), p = 128 reached RMSE 14.50 in 600 steps (60 s) while
+    p = 256 was at 15.7 after 250 steps (130 s).
     """
-    return max(n // 16, min(8, max(1, n // 2)))
+    return max(min(n // 16, MAX_P), min(8, max(1, n // 2)))
 
 
 def optimize_factor(
@@ -132,6 +126,7 @@ def optimize_factor(
     p: int | None = None,
     restarts: int = 1,
     start: Matrix | None = None,
+    maxiter: int | None = None,
 ) -> Matrix:
     """OPT_0 on one attribute's Gram: a sensitivity-normalized strategy block.
 
@@ -139,6 +134,7 @@ def optimize_factor(
     p-Identity (p = 1 for I/T predicates, n/16 otherwise), the best of ``restarts`` random
     starts plus ``start`` when it is a p-Identity of the right shape; Gaussian returns the
     Cholesky factor of the convex optimum (deterministic, so restarts do not apply).
+    ``maxiter`` caps L-BFGS-B iterations (default LAPLACE_MAXITER / GAUSSIAN_MAXITER).
     """
     if noise not in ("laplace", "gaussian"):
         raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
@@ -146,11 +142,13 @@ def optimize_factor(
         return Total(gram.n)
     with single_threaded_blas():
         if noise == "gaussian":
-            return _gaussian_factor(gram)
-        return _laplace_factor(gram, rng, p, restarts, start)
+            return _gaussian_factor(gram, maxiter or GAUSSIAN_MAXITER)
+        return _laplace_factor(gram, rng, p, restarts, start, maxiter or LAPLACE_MAXITER)
 
 
-def _laplace_factor(gram: Gram, rng: np.random.Generator, p: int | None, restarts: int, start: Matrix | None) -> Matrix:
+def _laplace_factor(
+    gram: Gram, rng: np.random.Generator, p: int | None, restarts: int, start: Matrix | None, maxiter: int
+) -> Matrix:
     if p is None:
         p = 1 if gram.identity_or_total else default_p(gram.n)
     starts = [rng.uniform(0.0, 1.0, size=(p, gram.n)) for _ in range(max(1, restarts))]
@@ -158,13 +156,13 @@ def _laplace_factor(gram: Gram, rng: np.random.Generator, p: int | None, restart
         starts[0] = start.theta
     best, best_loss = None, math.inf
     for theta0 in starts:
-        theta, loss = _minimize_pidentity(theta0, gram)
+        theta, loss = _minimize_pidentity(theta0, gram, maxiter)
         if loss < best_loss:
             best, best_loss = theta, loss
     return PIdentity(best)
 
 
-def _minimize_pidentity(theta0: np.ndarray, gram: Gram) -> tuple[np.ndarray, float]:
+def _minimize_pidentity(theta0: np.ndarray, gram: Gram, maxiter: int) -> tuple[np.ndarray, float]:
     shape = theta0.shape
 
     def fun(flat):
@@ -173,7 +171,7 @@ def _minimize_pidentity(theta0: np.ndarray, gram: Gram) -> tuple[np.ndarray, flo
 
     result = minimize(
         fun, theta0.ravel(), jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf),
-        options={"maxiter": LAPLACE_MAXITER, "ftol": 1e-8, "gtol": 1e-12},
+        options={"maxiter": maxiter, "ftol": 1e-8, "gtol": 1e-12},
     )
     theta = np.maximum(result.x.reshape(shape), 0.0)
     return theta, pidentity_loss(theta, gram)[0]
@@ -189,7 +187,7 @@ def gaussian_start(gram: Gram) -> np.ndarray:
     return X * scale[:, None] * scale[None, :]
 
 
-def _gaussian_factor(gram: Gram) -> Matrix:
+def _gaussian_factor(gram: Gram, maxiter: int) -> Matrix:
     n = gram.n
     if n == 1:
         return Identity(1)
@@ -206,7 +204,7 @@ def _gaussian_factor(gram: Gram) -> Matrix:
 
     start = scipy.linalg.cholesky(gaussian_start(gram), lower=False)[rows, cols]
     result = minimize(fun, start, jac=True, method="L-BFGS-B",
-                      options={"maxiter": GAUSSIAN_MAXITER, "ftol": 1e-12, "gtol": 1e-10})
+                      options={"maxiter": maxiter, "ftol": 1e-12, "gtol": 1e-10})
     best = result.x if result.fun <= fun(start)[0] else start
     B = unpack(best)
     return Dense(B / np.sqrt(np.sum(B * B, axis=0)))
