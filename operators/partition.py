@@ -1,0 +1,213 @@
+"""Partition selection: groupings of the cells of a data vector (public computation only).
+
+A ``Partition`` gives every cell a group label. It feeds V-ReduceByPartition (x' = P x, one
+cell per group, P the 0/1 groups x cells matrix) and V-SplitByPartition (one sub-vector per
+group). Measurements on a reduced vector map back to the root by P, and workloads move to the
+reduced domain by P^+ = P^T diag(1 / group sizes) (ektelo section 8).
+
+Labels are canonical: groups are numbered in the order of their first cell, so the reduced
+vector keeps the domain's order (interval partitions stay intervals).
+
+The selectors here read no data: ``grid``, ``stripe`` and ``marginal`` use only the domain,
+``workload_based`` only the workload, ``hilbert_order`` only the side, and ``ahp_cluster``
+only counts that are already noisy (the private half of AHP, the noisy histogram, is the
+kernel's). DAWA's private interval-cost partition also belongs to the kernel.
+
+>>> p = grid((4, 4), (2, 2))
+>>> p.groups, p.sizes.tolist()
+(4, [4, 4, 4, 4])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from kernel.domain import DomainLike, as_domain
+from kernel.matrix import Matrix, Product, Sparse
+
+Shape = int | DomainLike
+
+
+def _dims(shape: Shape) -> tuple[int, ...]:
+    if hasattr(shape, "__index__") and not isinstance(shape, bool):
+        return as_domain([int(shape)]).sizes
+    return as_domain(shape).sizes
+
+
+@dataclass(frozen=True, eq=False)
+class Partition:
+    """Group labels, one per cell; relabelled on construction so groups appear in cell order."""
+
+    labels: np.ndarray
+
+    def __post_init__(self) -> None:
+        labels = np.asarray(self.labels)
+        if labels.ndim != 1 or labels.size == 0:
+            raise ValueError("a partition needs a non-empty 1-D array of labels, one per cell")
+        if not np.issubdtype(labels.dtype, np.integer):
+            raise ValueError(f"partition labels must be integers, got dtype {labels.dtype}")
+        _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+        rank = np.empty(first.size, dtype=np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+        canonical = rank[inverse.ravel()]
+        canonical.setflags(write=False)
+        object.__setattr__(self, "labels", canonical)
+
+    @property
+    def cells(self) -> int:
+        return int(self.labels.size)
+
+    @property
+    def groups(self) -> int:
+        return int(self.labels.max()) + 1
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Number of cells in each group."""
+        return np.bincount(self.labels, minlength=self.groups)
+
+    def matrix(self) -> Sparse:
+        """P (groups x cells): P[g, j] = 1 when cell j is in group g; x' = P x sums each group."""
+        n = self.cells
+        return Sparse(sp.csr_array((np.ones(n), (self.labels, np.arange(n))), shape=(self.groups, n)))
+
+    def expand(self) -> Sparse:
+        """P^+ = P^T diag(1 / sizes) (cells x groups): spreads each group's value evenly."""
+        n = self.cells
+        weights = 1.0 / self.sizes[self.labels]
+        return Sparse(sp.csr_array((weights, (np.arange(n), self.labels)), shape=(n, self.groups)))
+
+    def reduce(self, W: Matrix) -> Matrix:
+        """W P^+: the workload over the reduced vector (lossless when W is constant on groups)."""
+        return Product([W, self.expand()])
+
+    def selection(self, group: int) -> Sparse:
+        """S_g (|group| x cells): the rows of the identity picking group g's cells in order,
+        the lineage matrix of one part of V-SplitByPartition (x_g = S_g x)."""
+        cells = np.flatnonzero(self.labels == group)
+        if cells.size == 0:
+            raise ValueError(f"no group {group}: groups are 0..{self.groups - 1}")
+        rows = np.arange(cells.size)
+        return Sparse(sp.csr_array((np.ones(cells.size), (rows, cells)), shape=(cells.size, self.cells)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Partition) and np.array_equal(self.labels, other.labels)
+
+    def __hash__(self) -> int:
+        return hash(self.labels.tobytes())
+
+    def __repr__(self) -> str:
+        return f"Partition(cells={self.cells}, groups={self.groups})"
+
+
+def _block_labels(dims: tuple[int, ...], block: tuple[int, ...]) -> np.ndarray:
+    coords = np.indices(dims).reshape(len(dims), -1)
+    counts = [-(-n // b) for n, b in zip(dims, block)]
+    return np.ravel_multi_index(tuple(c // b for c, b in zip(coords, block)), counts)
+
+
+def grid(shape: Shape, cell_shape: int | tuple[int, ...]) -> Partition:
+    """Blocks of ``cell_shape`` cells (the last block along a side may be smaller)."""
+    dims = _dims(shape)
+    block = (int(cell_shape),) * len(dims) if np.ndim(cell_shape) == 0 else tuple(int(b) for b in cell_shape)
+    if len(block) != len(dims) or min(block) < 1:
+        raise ValueError(f"cell_shape must give a positive size for each of the {len(dims)} dimensions")
+    return Partition(_block_labels(dims, block))
+
+
+def stripe(shape: Shape, attribute: int) -> Partition:
+    """One group per 1-D stripe along ``attribute``: cells that agree on every other attribute."""
+    dims = _dims(shape)
+    _check_attribute(dims, attribute)
+    return Partition(_block_labels(dims, tuple(n if i == attribute else 1 for i, n in enumerate(dims))))
+
+
+def marginal(shape: Shape, attribute: int) -> Partition:
+    """One group per value of ``attribute``: reducing by it gives that attribute's marginal."""
+    dims = _dims(shape)
+    _check_attribute(dims, attribute)
+    return Partition(np.indices(dims)[attribute].ravel())
+
+
+def _check_attribute(dims: tuple[int, ...], attribute: int) -> None:
+    if not 0 <= attribute < len(dims):
+        raise ValueError(f"attribute must be a position 0..{len(dims) - 1}, got {attribute}")
+
+
+def workload_based(W: Matrix, seed: int | None = None) -> Partition:
+    """Group the identical columns of W (ektelo Algorithm 4): lossless, W x = (W P^+)(P x).
+
+    Two random projections h = W^T v (v uniform on [0, 1)^m) are compared: identical columns
+    give equal values up to rounding, distinct columns collide with probability ~0. Values are
+    grouped when within 1e-9 of the largest |h| (rounding stays far below that).
+    """
+    rng = np.random.default_rng(seed)
+    h = W.T @ rng.random((W.shape[0], 2))
+    tolerance = 1e-9 * max(float(np.abs(h).max()), 1.0)
+    labels = np.zeros(W.shape[1], dtype=np.int64)
+    for column in (0, 1):  # refine the groups by each projection in turn
+        order = np.lexsort((h[:, column], labels))
+        values, groups = h[order, column], labels[order]
+        breaks = (np.diff(groups) != 0) | (np.diff(values) > tolerance)
+        labels[order] = np.concatenate([[0], np.cumsum(breaks)])
+    return Partition(labels)
+
+
+def hilbert_order(side: int) -> np.ndarray:
+    """Cells of a side x side grid (side a power of two) in Hilbert-curve order.
+
+    Returns ``order`` with ``order[t]`` the row-major index of the t-th cell on the curve;
+    consecutive cells are neighbours (DAWA's 2-D ordering). Classic bit-by-bit construction,
+    vectorized over t.
+    """
+    if side < 1 or side & (side - 1):
+        raise ValueError(f"the Hilbert curve needs a power-of-two side, got {side}")
+    t = np.arange(side * side, dtype=np.int64)
+    x, y = np.zeros_like(t), np.zeros_like(t)
+    s = 1
+    while s < side:
+        rx = (t // 2) & 1
+        ry = (t ^ rx) & 1
+        flip = ry == 0
+        swap_x = np.where(flip & (rx == 1), s - 1 - x, x)
+        swap_y = np.where(flip & (rx == 1), s - 1 - y, y)
+        x, y = np.where(flip, swap_y, swap_x), np.where(flip, swap_x, swap_y)
+        x, y = x + s * rx, y + s * ry
+        t //= 4
+        s *= 2
+    return y * side + x
+
+
+def ahp_cluster(noisy_values, epsilon2: float) -> Partition:
+    """The public half of AHP's partition: greedy clustering of sorted, already noisy and
+    thresholded counts (see ``operators.inference.ahp_threshold``).
+
+    Values are sorted; a cluster [i..j] costs SSE + 2 / (eps2^2 len), the error of measuring its
+    average with Laplace(1 / eps2). Cell j joins the open cluster unless that costs at least as
+    much as starting a new one: cost(i..j) >= cost(i..j-1) + 2 / eps2^2. Clusters map back to
+    cells through the sort order (ties keep cell order).
+    """
+    values = np.asarray(noisy_values, dtype=np.float64).ravel()
+    if values.size == 0 or not np.all(np.isfinite(values)):
+        raise ValueError("ahp_cluster needs a non-empty array of finite values")
+    if not epsilon2 > 0:
+        raise ValueError(f"epsilon2 must be positive, got {epsilon2}")
+    order = np.argsort(values, kind="stable")
+    noise = 2.0 / epsilon2**2
+    cluster = np.empty(values.size, dtype=np.int64)
+    label, count, mean, spread = 0, 0, 0.0, 0.0  # open cluster: size, mean, SSE (Welford)
+    for position, value in enumerate(values[order]):
+        delta = value - mean
+        grown_mean = mean + delta / (count + 1)
+        grown_spread = spread + delta * (value - grown_mean)
+        if count and grown_spread + noise / (count + 1) >= spread + noise / count + noise:
+            label += 1
+            count, grown_mean, grown_spread = 0, value, 0.0
+        count, mean, spread = count + 1, grown_mean, grown_spread
+        cluster[position] = label
+    labels = np.empty(values.size, dtype=np.int64)
+    labels[order] = cluster
+    return Partition(labels)

@@ -1,0 +1,158 @@
+"""Inference: least squares, NNLS and multiplicative weights against dense/brute-force oracles,
+and global inference through lineage mappings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+from kernel.matrix import Dense, Hierarchical, Identity, Kronecker, Prefix, Total
+from operators import inference
+from operators.inference import Measurement, known_total, least_squares, map_to_root, multiplicative_weights, nnls
+from operators.partition import Partition
+from operators.selection import classic
+
+
+def _dense_weighted_lstsq(blocks):
+    """Minimum-norm weighted least squares with numpy: blocks of (dense matrix, answers, std)."""
+    A = np.vstack([M / np.broadcast_to(s, y.shape)[:, None] for M, y, s in blocks])
+    b = np.concatenate([y / s for M, y, s in blocks])
+    return np.linalg.lstsq(A, b, rcond=None)[0]
+
+
+def test_measurement_validation():
+    with pytest.raises(ValueError):
+        Measurement(Identity(3), np.zeros(2), 1.0)
+    with pytest.raises(ValueError):
+        Measurement(Identity(3), np.zeros(3), 0.0)
+    with pytest.raises(ValueError):
+        Measurement(Identity(3), np.zeros(3), np.ones(2))
+    m = Measurement(Identity(2), [1, 2], np.array([1.0, 4.0]))
+    assert np.array_equal(m.weights, [1.0, 0.25])
+    with pytest.raises(ValueError):
+        least_squares([Measurement(Identity(2), [1, 2], 1.0), Measurement(Identity(3), [1, 2, 3], 1.0)])
+
+
+@pytest.mark.parametrize(
+    "strategy", [Hierarchical(37, 2), classic.quadtree((6, 9)), classic.hb((16, 64)), classic.privelet((8, 4))]
+)
+def test_least_squares_recovers_exact_measurements(strategy):
+    x = np.random.default_rng(0).poisson(6.0, strategy.shape[1]).astype(float)
+    estimate = least_squares([Measurement(strategy, strategy @ x, 1.0)])
+    assert np.allclose(estimate, x, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_least_squares_equals_dense_weighted_lstsq(seed):
+    rng = np.random.default_rng(seed)
+    n = 12
+    blocks = []
+    for rows in (5, 4, 3):  # 12 rows but rank-deficient (repeated rows): min-norm matters
+        M = rng.normal(size=(rows, n))
+        blocks.append((M, rng.normal(size=rows) * 5, rng.uniform(0.5, 3.0, rows) if rows != 4 else 2.0))
+    blocks[2] = (blocks[0][0][:3] + blocks[1][0][:3], *blocks[2][1:])
+    measurements = [Measurement(Dense(M), y, s) for M, y, s in blocks]
+    assert np.allclose(least_squares(measurements), _dense_weighted_lstsq(blocks), atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "factors", [[Hierarchical(8, 2), Hierarchical(4, 2)], [Total(3), Prefix(5)], [Hierarchical(6, 3)]]
+)
+def test_direct_kronecker_solve_is_the_minimum_norm_solution(factors):
+    A = Kronecker(factors) * 0.5
+    y = np.random.default_rng(1).normal(size=A.shape[0])
+    expected = np.linalg.pinv(A.dense()) @ y
+    assert inference._direct_kronecker([Measurement(A, y, 3.0)]) is not None
+    assert np.allclose(least_squares([Measurement(A, y, 3.0)]), expected, atol=1e-10)
+
+
+def test_known_total_pins_the_sum():
+    y = np.array([10.0, 20.0, 30.0, 40.0])
+    estimate = least_squares([Measurement(Identity(4), y, 5.0), known_total(4, 80.0)])
+    assert estimate.sum() == pytest.approx(80.0, abs=1e-4)
+    assert np.allclose(estimate, y - 5.0, atol=1e-4)  # the correction spreads evenly
+    # a heavily weighted row needs more LSMR iterations than min(m, n)
+    for n in (2, 3, 50):
+        y = np.arange(n, dtype=float)
+        expected = _dense_weighted_lstsq([(np.eye(n), y, 1.0), (np.ones((1, n)), np.array([2.0 * n]), 1e-4)])
+        estimate = least_squares([Measurement(Identity(n), y, 1.0), known_total(n, 2.0 * n)])
+        assert np.allclose(estimate, expected, atol=1e-6)
+
+
+def test_ahp_threshold():
+    threshold = 0.35 * np.log(8) / 0.5
+    y = np.array([-3.0, 0.0, threshold, threshold + 1e-9, 10.0, 0.2, 5.0, 1.0])
+    assert np.array_equal(inference.ahp_threshold(y, 0.5), np.where(y > threshold, y, 0.0))
+    assert inference.ahp_threshold(y, 0.5)[2] == 0.0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nnls_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(25, 10))
+    y = rng.normal(size=25) * 3
+    std = rng.uniform(0.5, 2.0, 25)
+    estimate = nnls([Measurement(Dense(A[:15]), y[:15], std[:15]), Measurement(Dense(A[15:]), y[15:], std[15:])])
+    reference, _ = scipy.optimize.nnls(A / std[:, None], y / std)
+    assert np.all(estimate >= 0)
+    assert np.any(reference == 0)  # the constraint is active: plain least squares would differ
+    assert np.allclose(estimate, reference, atol=1e-6)
+
+
+def _mw_wrong_sign(measurement, total, iterations):
+    x = np.full(measurement.matrix.shape[1], total / measurement.matrix.shape[1])
+    for _ in range(iterations):
+        x = x * np.exp(measurement.matrix.T @ (measurement.matrix @ x - measurement.answers) / (2 * total))
+        x *= total / x.sum()
+    return x
+
+
+def test_multiplicative_weights_moves_toward_the_answers():
+    n, total = 16, 1000.0
+    truth = np.zeros(n)
+    truth[:4] = 250.0
+    M = Prefix(n)
+    m = Measurement(M, M @ truth, 1.0)
+    start = np.full(n, total / n)
+    before = np.abs(M @ start - m.answers).sum()
+    after = np.abs(M @ multiplicative_weights([m], total, iterations=50) - m.answers).sum()
+    wrong = np.abs(M @ _mw_wrong_sign(m, total, 50) - m.answers).sum()
+    assert after < 0.2 * before < before < wrong
+    assert multiplicative_weights([m], total).sum() == pytest.approx(total)
+
+
+def test_multiplicative_weights_converges_on_consistent_identity_answers():
+    truth = np.array([100.0, 300.0, 50.0, 550.0])
+    estimate = multiplicative_weights([Measurement(Identity(4), truth, 1.0)], 1000.0, iterations=2000)
+    assert np.allclose(estimate, truth, rtol=1e-3)
+    with pytest.raises(ValueError):
+        multiplicative_weights([Measurement(Identity(4), truth, 1.0)], 0.0)
+
+
+def test_global_inference_through_split_and_reduce_lineage():
+    """Measurements on a split part, on another part, and on a reduced vector, mapped to the
+    root, give the same estimate as inference on the root with the mapped dense matrices."""
+    rng = np.random.default_rng(5)
+    n = 12
+    x = rng.poisson(5.0, n).astype(float)
+    split = Partition(np.array([0, 0, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1]))
+    reduce = Partition(np.arange(n) // 3)
+    S0, S1, P = split.selection(0), split.selection(1), reduce.matrix()
+    derived = [  # (query matrix on the derived vector, lineage from the root, noise std)
+        (Hierarchical(S0.shape[0], 2), [S0], 1.0),
+        (Prefix(S1.shape[0]), [S1], 2.0),
+        (Identity(P.shape[0]), [P], 0.5),
+        (Total(2), [P, Partition(np.array([0, 0, 1, 1])).selection(1)], 0.7),  # split of the reduced vector
+    ]
+    noisy = []
+    for M, lineage, std in derived:
+        root_matrix = map_to_root(M, lineage)
+        noisy.append((root_matrix, root_matrix @ x + rng.normal(0, std, M.shape[0]), std))
+    implicit = least_squares([Measurement(R, y, s) for R, y, s in noisy])
+    dense = least_squares([Measurement(Dense(R.dense()), y, s) for R, y, s in noisy])
+    expected = _dense_weighted_lstsq([(R.dense(), y, s) for R, y, s in noisy])
+    assert np.allclose(implicit, expected, atol=1e-8) and np.allclose(dense, expected, atol=1e-8)
+    exact = least_squares([Measurement(R, R @ x, s) for R, y, s in noisy])
+    assert np.allclose(exact, x, atol=1e-6)  # the split parts identify every cell
+    assert map_to_root(Identity(3), []).shape == (3, 3)
