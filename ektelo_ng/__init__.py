@@ -8,7 +8,13 @@ The front door. Typical use::
 """
 
 from ektelo_ng import error, matrix, workload
+from ektelo_ng.session import connect, protect
+from kernel.client import BudgetExceededError, Handle, KernelError, NoisyAnswer, Session
 from kernel.domain import Attribute, Domain
+from kernel.predicate import attr
 from kernel.privacy import PureDP, ZCDP
 
-__all__ = ["Attribute", "Domain", "PureDP", "ZCDP", "error", "matrix", "workload"]
+__all__ = [
+    "Attribute", "BudgetExceededError", "Domain", "Handle", "KernelError", "NoisyAnswer", "PureDP", "Session", "ZCDP",
+    "attr", "connect", "error", "matrix", "protect", "workload",
+]

@@ -1,9 +1,7 @@
-"""The accountant against an independent computation of ektelo's composition rules.
+"""The accountant against an independent model of ektelo's composition rules (tests/budget_model.py).
 
-Independent rule: the privacy loss at a node is what was measured there, plus each ordinary
-child's loss scaled by its stability (c for pure DP, c^2 for zCDP), plus for each partition
-the max of its parts' losses. Random lineages and charges must match it exactly, never
-exceed the total, and leave everything unchanged when refused.
+Random lineages and charges must match the model exactly, never exceed the total, and leave
+everything unchanged when refused.
 """
 
 from __future__ import annotations
@@ -13,10 +11,11 @@ from fractions import Fraction
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kernel.accountant import Accountant, BudgetExceeded
 from kernel.privacy import PureDP, ZCDP
+from tests.budget_model import BudgetModel
 
 stabilities = st.sampled_from([Fraction(1), Fraction(2), Fraction(1, 2), Fraction(3), Fraction(10**9)])
 costs = st.sampled_from([Fraction(1, 10), Fraction(1, 4), Fraction(1, 3), Fraction(1), Fraction(0)])
@@ -25,67 +24,47 @@ costs = st.sampled_from([Fraction(1, 10), Fraction(1, 4), Fraction(1, 3), Fracti
 class BudgetMachine(RuleBasedStateMachine):
     @initialize(kind=st.sampled_from([PureDP, ZCDP]), total=st.sampled_from([Fraction(1), Fraction(5, 2)]))
     def start(self, kind, total):
-        self.kind = kind
         self.accountant = Accountant(kind(total), "root")
+        self.model = BudgetModel(quadratic=kind is ZCDP)
         self.total = total
-        # independent model: children per node, measured cost per node
-        self.children: dict[str, list[tuple[str, Fraction]]] = {"root": []}
-        self.partitions: dict[str, list[str]] = {}
-        self.measured: dict[str, Fraction] = {"root": Fraction(0)}
         self.count = 0
 
-    def _new(self, parent, stability, is_partition=False):
+    def _name(self):
         self.count += 1
-        name = f"n{self.count}"
-        self.accountant.add(name, parent, stability, is_partition)
-        self.children[parent].append((name, stability))
-        self.children[name] = []
-        self.measured[name] = Fraction(0)
-        return name
-
-    def _sources(self):
-        return sorted(n for n in self.children if n not in self.partitions)
+        return f"n{self.count}"
 
     @rule(data=st.data(), stability=stabilities)
     def derive(self, data, stability):
-        parent = data.draw(st.sampled_from(self._sources()))
-        self._new(parent, stability)
+        parent, name = data.draw(st.sampled_from(self.model.sources())), self._name()
+        self.accountant.add(name, parent, stability)
+        self.model.add(name, parent, stability)
 
     @rule(data=st.data(), parts=st.integers(1, 3))
     def split(self, data, parts):
-        parent = data.draw(st.sampled_from(self._sources()))
-        node = self._new(parent, Fraction(1), is_partition=True)
-        self.partitions[node] = [self._new(node, Fraction(1)) for _ in range(parts)]
-
-    def loss(self, node) -> Fraction:
-        scale = (lambda c: c) if self.kind is PureDP else (lambda c: c * c)
-        total = self.measured[node]
-        for child, stability in self.children[node]:
-            if child in self.partitions:
-                parts = [self.loss(part) for part in self.partitions[child]]
-                total += scale(stability) * max(parts)
-            else:
-                total += scale(stability) * self.loss(child)
-        return total
+        parent, node = data.draw(st.sampled_from(self.model.sources())), self._name()
+        names = [self._name() for _ in range(parts)]
+        self.accountant.add(node, parent, Fraction(1), is_partition=True)
+        for name in names:
+            self.accountant.add(name, node, Fraction(1))
+        self.model.split(node, parent, names)
 
     @rule(data=st.data(), cost=costs)
     def measure(self, data, cost):
-        node = data.draw(st.sampled_from(self._sources()))
-        before = {n: self.accountant.spent(n) for n in self._sources()}
-        self.measured[node] += cost
-        expected = self.loss("root")
-        if expected > self.total:
-            self.measured[node] -= cost
+        node = data.draw(st.sampled_from(self.model.sources()))
+        before = {n: self.accountant.spent(n) for n in self.model.sources()}
+        self.model.measured[node] += cost
+        if self.model.loss() > self.total:
+            self.model.measured[node] -= cost
             with pytest.raises(BudgetExceeded):
                 self.accountant.charge(node, cost)
-            assert before == {n: self.accountant.spent(n) for n in self._sources()}  # nothing changed
+            assert before == {n: self.accountant.spent(n) for n in self.model.sources()}  # nothing changed
         else:
             self.accountant.charge(node, cost)
 
     @invariant()
     def matches_independent_rule(self):
         if hasattr(self, "accountant"):
-            assert self.accountant.spent() == self.loss("root")
+            assert self.accountant.spent() == self.model.loss()
             assert self.accountant.spent() <= self.total
 
 

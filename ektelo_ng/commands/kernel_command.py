@@ -1,0 +1,71 @@
+"""``ektelo-ng kernel serve``: run a protected kernel as its own process."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from kernel.domain import Domain
+from kernel.privacy import PureDP, ZCDP
+from kernel.server import make_server
+from kernel.service import Kernel
+from kernel.table import load_table
+
+
+def register(subcommands) -> None:
+    parser = subcommands.add_parser(
+        "kernel",
+        help="run a protected kernel in its own process",
+        description="Hold a private table in this process and answer analysts' requests over a socket.",
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    serve = actions.add_parser(
+        "serve",
+        help="load a table and serve requests",
+        description=(
+            "Load a CSV table, validate it against a domain, and answer protocol requests on an address. "
+            "Analysts connect with ektelo_ng.connect(ADDRESS); their process never holds the data."
+        ),
+    )
+    serve.add_argument("--table", required=True, type=Path, help="CSV file with a header row of attribute names")
+    serve.add_argument(
+        "--domain", required=True, type=Path,
+        help='JSON file: {"attribute": size or [labels...], ...} in attribute order',
+    )
+    serve.add_argument("--budget", required=True, help="total budget: epsilon=VALUE (pure DP) or rho=VALUE (zCDP)")
+    serve.add_argument("--ledger", type=Path, help="SQLite file keeping the spent budget across restarts")
+    serve.add_argument("--listen", default="127.0.0.1:7373", help="HOST:PORT or unix:PATH (default 127.0.0.1:7373)")
+    serve.add_argument("--seed", type=int, help="reproducible (non-secure) noise; every answer is flagged")
+    serve.set_defaults(run=run_serve)
+
+
+def parse_budget(text: str) -> PureDP | ZCDP:
+    name, sep, value = text.partition("=")
+    if not sep or name.strip() not in ("epsilon", "rho"):
+        raise ValueError(f"budget must be epsilon=VALUE or rho=VALUE, got {text!r}")
+    return PureDP(value.strip()) if name.strip() == "epsilon" else ZCDP(value.strip())
+
+
+def read_domain(path: Path) -> Domain:
+    spec = json.loads(path.read_text())
+    if not isinstance(spec, dict):
+        raise ValueError(f"{path}: the domain must be a JSON object of attribute sizes or label lists")
+    return Domain.model_validate(spec) if "attributes" in spec else Domain.from_dict(spec)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    kernel = Kernel(
+        load_table(args.table, read_domain(args.domain)), parse_budget(args.budget), seed=args.seed, ledger=args.ledger
+    )
+    server = make_server(kernel, args.listen)
+    address = server.server_address
+    shown = f"unix:{address}" if isinstance(address, str) else f"{address[0]}:{address[1]}"
+    print(f"ektelo-ng kernel listening on {shown}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

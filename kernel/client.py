@@ -1,0 +1,210 @@
+"""The client side of the kernel protocol: a Session and the Handles that name sources.
+
+A handle knows only public facts (kind, domain or length). Every method builds a protocol
+request, sends it as JSON through the session's transport (a function call in-process, a
+socket out-of-process) and turns the response into Python values or a clear exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+
+from kernel import protocol as p
+from kernel.domain import Domain
+from kernel.matrix import Matrix, Product, Sparse
+from kernel.matrix.spec import ArrayData
+from kernel.predicate import Predicate
+from kernel.privacy import PureDP, ZCDP, zcdp_to_approx_dp
+
+Transport = Callable[[str], str]
+
+
+class KernelError(Exception):
+    """The kernel refused a request."""
+
+
+class BudgetExceededError(KernelError):
+    """The request would overspend; nothing was measured or charged."""
+
+
+class UnknownSourceError(KernelError, KeyError):
+    """The handle does not belong to this kernel session."""
+
+
+class InvalidRequestError(KernelError, ValueError):
+    """The request was malformed or does not fit the source."""
+
+
+_ERRORS = {"budget_exceeded": BudgetExceededError, "unknown_source": UnknownSourceError}
+
+
+@dataclass(frozen=True)
+class NoisyAnswer:
+    """Noisy answers from a vetted mechanism and how they were made."""
+
+    values: np.ndarray
+    noise: str
+    scale: float
+    grid: float
+    charge: PureDP | ZCDP
+    seeded: bool
+
+    @property
+    def variance(self) -> float:
+        """Per-answer noise variance (2 b^2 for Laplace, sigma^2 for Gaussian; the grid adds nothing material)."""
+        return 2 * self.scale**2 if self.noise == "laplace" else self.scale**2
+
+
+@dataclass(frozen=True)
+class BudgetView:
+    total: PureDP | ZCDP
+    spent: PureDP | ZCDP
+    remaining: PureDP | ZCDP
+    per_source: dict[str, PureDP | ZCDP]
+
+    def approx_dp(self, delta: float) -> float:
+        """The (epsilon, delta)-DP epsilon of what was spent (pure DP: epsilon itself)."""
+        if isinstance(self.spent, PureDP):
+            return float(self.spent.epsilon)
+        return zcdp_to_approx_dp(self.spent, delta) if self.spent.rho > 0 else 0.0
+
+
+class Session:
+    """A conversation with one kernel; ``source`` is the root table handle."""
+
+    def __init__(self, transport: Transport):
+        self._transport = transport
+        self._root: Handle | None = None
+
+    def request(self, message) -> object:
+        reply = p.ResponseAdapter.validate_json(self._transport(message.model_dump_json()))
+        if isinstance(reply, p.ErrorInfo):
+            raise _ERRORS.get(reply.error, InvalidRequestError)(reply.message)
+        return reply
+
+    @property
+    def source(self) -> Handle:
+        if self._root is None:
+            self._root = Handle(self, self.request(p.Root()))
+        return self._root
+
+    @property
+    def budget(self) -> BudgetView:
+        info = self.request(p.BudgetStatus())
+        return BudgetView(info.total, info.spent, info.remaining, dict(info.per_source))
+
+    def lineage(self) -> nx.DiGraph:
+        """The lineage graph: sources, derivations with their stability, spend per source."""
+        return nx.node_link_graph(self.request(p.LineageGraph()).graph, edges="links")
+
+    def transcript(self) -> list[dict]:
+        """Every request so far with its charge and outcome (requests, never data)."""
+        return self.request(p.TranscriptLog()).entries
+
+
+class Handle:
+    """A name for a source in the kernel, with its public facts.
+
+    A vector handle derived from another vector (transform, reduce, split) remembers the public
+    linear map from its parent, so measurements on it can be mapped back (``to_base``).
+    """
+
+    def __init__(self, session: Session, info: p.SourceInfo, parent: Handle | None = None, linear: Matrix | None = None):
+        self._session = session
+        self.id: str = info.source
+        self.kind: str = info.source_kind
+        self.domain: Domain | None = info.domain
+        self.size: int = info.size
+        self._parent, self._linear = parent, linear
+
+    def to_base(self) -> tuple[Handle, Matrix | None]:
+        """The vector this one was derived from by linear maps only, and the map (None: it is the base)."""
+        if self._parent is None:
+            return self, None
+        base, above = self._parent.to_base()
+        return base, self._linear if above is None else Product([self._linear, above])
+
+    def __repr__(self) -> str:
+        shape = list(self.domain.names) if self.domain is not None else self.size
+        return f"Handle({self.kind}, {shape})"
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    def _derived(self, message, linear: Matrix | None = None) -> Handle:
+        parent = self if linear is not None else None
+        return Handle(self._session, self._session.request(message), parent, linear)
+
+    # ---- transformations (no budget) ---------------------------------------------------
+    def where(self, predicate: Predicate) -> Handle:
+        return self._derived(p.Where(source=self.id, predicate=predicate))
+
+    def project(self, attributes: Sequence[str]) -> Handle:
+        return self._derived(p.Project(source=self.id, attributes=list(attributes)))
+
+    def vectorize(self) -> Handle:
+        return self._derived(p.Vectorize(source=self.id))
+
+    def transform(self, matrix: Matrix) -> Handle:
+        return self._derived(p.Transform(source=self.id, matrix=matrix.to_spec()), matrix)
+
+    def reduce_by_partition(self, partition: Matrix | np.ndarray) -> Handle:
+        labels = _labels(partition, self.size)
+        message = p.ReduceByPartition(source=self.id, partition=_partition(partition))
+        return self._derived(message, Sparse(sp.csr_array((np.ones(labels.size), (labels, np.arange(labels.size))))))
+
+    def split_by_partition(self, partition: Matrix | np.ndarray) -> list[Handle]:
+        """One handle per group, holding that group's cells in their original order."""
+        labels = _labels(partition, self.size)
+        parts = self._session.request(p.SplitByPartition(source=self.id, partition=_partition(partition)))
+        handles = []
+        for group, info in enumerate(parts.parts):
+            cells = np.flatnonzero(labels == group)
+            select = Sparse(sp.csr_array((np.ones(cells.size), (np.arange(cells.size), cells)), shape=(cells.size, self.size)))
+            handles.append(Handle(self._session, info, self, select))
+        return handles
+
+    # ---- measurements (spend budget) ---------------------------------------------------
+    def laplace(self, matrix: Matrix, epsilon: float | Fraction | str) -> NoisyAnswer:
+        return _answer(self._session.request(p.Laplace(source=self.id, matrix=matrix.to_spec(), epsilon=epsilon)))
+
+    def gaussian(self, matrix: Matrix, rho: float | Fraction | str | None = None, sigma: float | None = None) -> NoisyAnswer:
+        message = p.Gaussian(source=self.id, matrix=matrix.to_spec(), rho=rho, sigma=sigma)
+        return _answer(self._session.request(message))
+
+    def noisy_count(self, epsilon: float | Fraction | str) -> NoisyAnswer:
+        return _answer(self._session.request(p.NoisyCount(source=self.id, epsilon=epsilon)))
+
+    def worst_approx(self, workload: Matrix, estimate: np.ndarray, epsilon: float | Fraction | str) -> int:
+        """Index of a workload query chosen by the exponential mechanism, favouring large |w x - w x_hat|."""
+        message = p.WorstApprox(
+            source=self.id, workload=workload.to_spec(), estimate=ArrayData.of(np.asarray(estimate, float)), epsilon=epsilon
+        )
+        return self._session.request(message).index
+
+
+def _labels(partition: Matrix | np.ndarray, size: int) -> np.ndarray:
+    """Group label per cell (public: the client chose the partition)."""
+    if isinstance(partition, Matrix):
+        return np.rint(partition.T @ np.arange(partition.shape[0], dtype=np.float64)).astype(np.int64)
+    return np.asarray(partition, dtype=np.int64).ravel()
+
+
+def _partition(partition: Matrix | np.ndarray) -> p.Partition:
+    if isinstance(partition, Matrix):
+        return p.Partition(matrix=partition.to_spec())
+    labels = np.asarray(partition)
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError("partition labels must be integers (one group number per cell)")
+    return p.Partition(labels=ArrayData.of(labels.astype(np.int64)))
+
+
+def _answer(reply: p.Answer) -> NoisyAnswer:
+    return NoisyAnswer(reply.values.array(), reply.noise, reply.scale, reply.grid, reply.charge, reply.seeded)

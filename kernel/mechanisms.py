@@ -1,0 +1,157 @@
+"""The vetted measurement mechanisms: vector Laplace, vector Gaussian, and the exponential mechanism.
+
+Each mechanism is two-phase. ``prepare_*`` derives the noise scale, the release grid and the
+charge from the operator's own parameters (the matrix and epsilon / rho / sigma) and draws
+nothing; the service asks the accountant to charge it, and only then does ``release`` draw
+noise. The charge is a function of the noise actually used, never a separate argument.
+
+Answers are released on a grid of step g (a power of two): values are rounded to integer
+multiples of g, integer noise codes are added exactly in int64, and the released float is a
+deterministic function of that integer (no floating-point Laplace attack). Rounding moves a
+coordinate by at most g/2, so it adds at most g per coordinate a record touches to the
+sensitivity; the grid is chosen so this slack is at most 2^-20 of the noise scale, and it is
+charged. When the data vector holds counts and the matrix is 0/1, answers are already on an
+integer grid and there is no slack. See docs/privacy/.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
+
+from kernel.matrix import Dense, Diagonal, Kronecker, Matrix, Product, Sparse, VStack, Weighted
+from kernel.noise import NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, grid_step
+from kernel.privacy import PureDP, ZCDP
+
+Unit = type[PureDP] | type[ZCDP]
+_INT_LIMIT = 2.0**62
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A measurement ready to release: noise kind and scale (in answer units), grid step, charge."""
+
+    noise: Literal["laplace", "gaussian"]
+    scale: float
+    grid: float
+    cost: Fraction
+
+    def release(self, values: np.ndarray, source: NoiseSource) -> np.ndarray:
+        scaled = np.asarray(values, dtype=np.float64) / self.grid
+        if scaled.size and np.max(np.abs(scaled)) >= _INT_LIMIT:
+            raise ValueError(
+                "answers are too large for the release grid at this noise scale; measure fewer cells at once "
+                "or with a larger noise scale"
+            )
+        codes = np.rint(scaled).astype(np.int64)
+        units = self.scale / self.grid
+        if self.noise == "laplace":
+            codes += discrete_laplace(source, units, codes.size)
+        else:
+            codes += discrete_gaussian(source, units, codes.size)
+        return codes * self.grid
+
+
+def prepare_laplace(M: Matrix, epsilon: Fraction, integral: bool, unit: Unit) -> Prepared:
+    """Laplace noise for M x: scale (L1 sensitivity + rounding slack) / epsilon; charge epsilon (or eps^2/2 zCDP)."""
+    sensitivity = _nonzero_sensitivity(M, "l1")
+    grid, slack = _grid(M, sensitivity / float(epsilon), integral, "l1")
+    scale = _round_up((sensitivity + slack) / float(epsilon))
+    cost = epsilon if unit is PureDP else epsilon * epsilon / 2
+    return Prepared("laplace", scale, grid, cost)
+
+
+def prepare_gaussian(M: Matrix, rho: Fraction | None, sigma: float | None, integral: bool, unit: Unit) -> Prepared:
+    """Gaussian noise for M x; charge rho = (L2 sensitivity + slack)^2 / (2 sigma^2), zCDP sessions only."""
+    if unit is not ZCDP:
+        raise ValueError("Gaussian noise needs a zCDP session (a ZCDP budget); this session is pure DP")
+    sensitivity = _nonzero_sensitivity(M, "l2")
+    if rho is not None:
+        grid, slack = _grid(M, sensitivity / math.sqrt(2 * float(rho)), integral, "l2")
+        return Prepared("gaussian", _round_up((sensitivity + slack) / math.sqrt(2 * float(rho))), grid, rho)
+    grid, slack = _grid(M, sigma, integral, "l2")
+    cost = Fraction(sensitivity + slack) ** 2 / (2 * Fraction(sigma) ** 2)
+    return Prepared("gaussian", float(sigma), grid, cost)
+
+
+def prepare_exponential(W: Matrix, epsilon: Fraction, unit: Unit) -> tuple[float, Fraction]:
+    """Sensitivity of the scores |w x - w x_hat| (max |w_ij|) and the charge: eps, or eps^2/8 under zCDP.
+
+    The exponential mechanism is epsilon-bounded-range, hence eps^2/8-zCDP (Cesar and Rogers 2021).
+    """
+    sensitivity = max_abs_entry(W)
+    if sensitivity == 0:
+        raise ValueError("the workload has no non-zero entries: every query scores 0")
+    return sensitivity, (epsilon if unit is PureDP else epsilon * epsilon / 8)
+
+
+def select_worst(source: NoiseSource, scores: np.ndarray, epsilon: Fraction, sensitivity: float) -> int:
+    return int(exponential_mechanism(source, scores, float(epsilon), sensitivity))
+
+
+# ---- sensitivity helpers -------------------------------------------------------------------
+
+
+def _nonzero_sensitivity(M: Matrix, norm: Literal["l1", "l2"]) -> float:
+    sensitivity = M.sensitivity(norm)
+    if not sensitivity > 0:
+        raise ValueError("the matrix has no non-zero entries: it measures nothing")
+    return sensitivity
+
+
+def _round_up(value: float) -> float:
+    """Absorb the few half-ulp roundings of the scale formulas: never under-noise."""
+    return value * (1.0 + 2.0**-48)
+
+
+def _grid(M: Matrix, scale: float, integral: bool, norm: str) -> tuple[float, float]:
+    """Release grid step and the sensitivity slack its rounding adds."""
+    if integral and M.binary:  # counts times a 0/1 matrix are integers: no rounding at all
+        return min(1.0, grid_step(scale)), 0.0
+    support = column_support(M)
+    grid = grid_step(scale / support)
+    return grid, grid * (support if norm == "l1" else math.sqrt(support))
+
+
+def column_support(M: Matrix) -> int:
+    """An upper bound on the number of non-zero entries in any column (exact for the common classes)."""
+    if M.binary:
+        return max(1, int(round(M.sensitivity("l1"))))
+    if isinstance(M, Dense):
+        return max(1, int((M.array != 0).sum(axis=0).max()))
+    if isinstance(M, Sparse):
+        return max(1, int(np.diff(M.matrix.tocsc().indptr).max()))
+    if isinstance(M, Diagonal):
+        return 1
+    if isinstance(M, Weighted):
+        return column_support(M.base)
+    if isinstance(M, Kronecker):
+        return math.prod(column_support(f) for f in M.factors)
+    if isinstance(M, VStack):
+        return sum(column_support(b) for b in M.blocks)
+    if isinstance(M, Product) and len(M.factors) == 2 and isinstance(M.factors[0], Diagonal):
+        return column_support(M.factors[1])
+    return M.shape[0]
+
+
+def max_abs_entry(M: Matrix) -> float:
+    """max |M_ij| (exact for the common classes; otherwise the max column L2 norm, an upper bound)."""
+    if M.binary:
+        return 1.0 if M.sensitivity("l1") > 0 else 0.0
+    if isinstance(M, Dense):
+        return float(np.abs(M.array).max())
+    if isinstance(M, Sparse):
+        return float(np.abs(M.matrix.data).max(initial=0.0))
+    if isinstance(M, Diagonal):
+        return float(np.abs(M.values).max())
+    if isinstance(M, Weighted):
+        return abs(M.weight) * max_abs_entry(M.base)
+    if isinstance(M, Kronecker):
+        return math.prod(max_abs_entry(f) for f in M.factors)
+    if isinstance(M, VStack):
+        return max(max_abs_entry(b) for b in M.blocks)
+    return M.sensitivity("l2")

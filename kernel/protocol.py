@@ -1,0 +1,225 @@
+"""The kernel's whole API: typed request and response messages (pydantic).
+
+Nothing else crosses the trust boundary. Matrices travel as specs, predicates as typed
+trees, arrays as base64 data; the kernel rebuilds everything with its own classes. A
+client never states a charge: only the parameters that set the noise.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, model_validator
+
+from kernel.domain import Domain
+from kernel.matrix.spec import ArrayData, MatrixSpec
+from kernel.predicate import Predicate
+from kernel.privacy import Budget, PureDP, ZCDP
+
+SourceId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# Privacy parameters are read exactly (as PureDP / ZCDP read them) and must be positive and finite.
+Epsilon = Annotated[Fraction, BeforeValidator(lambda value: PureDP(value).value)]
+Rho = Annotated[Fraction, BeforeValidator(lambda value: ZCDP(value).value)]
+
+
+class Partition(_Message):
+    """A partition of a vector's cells into groups: group labels per cell, or a 0/1 matrix (groups x cells)."""
+
+    labels: ArrayData | None = None
+    groups: Annotated[int, Field(ge=1)] | None = None
+    matrix: MatrixSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Partition:
+        if (self.labels is None) == (self.matrix is None):
+            raise ValueError("a partition is given either by labels (with groups) or by a matrix, not both")
+        if self.labels is not None and self.labels.dtype != "int64":
+            raise ValueError("partition labels must be integers")
+        return self
+
+
+# ---- requests --------------------------------------------------------------------------
+
+
+class Root(_Message):
+    op: Literal["root"] = "root"
+
+
+class Describe(_Message):
+    op: Literal["describe"] = "describe"
+    source: SourceId
+
+
+class Where(_Message):
+    op: Literal["where"] = "where"
+    source: SourceId
+    predicate: Predicate
+
+
+class Project(_Message):
+    op: Literal["project"] = "project"
+    source: SourceId
+    attributes: list[str] = Field(min_length=1)
+
+
+class Vectorize(_Message):
+    op: Literal["vectorize"] = "vectorize"
+    source: SourceId
+
+
+class Transform(_Message):
+    op: Literal["transform"] = "transform"
+    source: SourceId
+    matrix: MatrixSpec
+
+
+class ReduceByPartition(_Message):
+    op: Literal["reduce_by_partition"] = "reduce_by_partition"
+    source: SourceId
+    partition: Partition
+
+
+class SplitByPartition(_Message):
+    op: Literal["split_by_partition"] = "split_by_partition"
+    source: SourceId
+    partition: Partition
+
+
+class Laplace(_Message):
+    """y = M x + Laplace noise of scale (L1 sensitivity of M) / epsilon, released on a grid."""
+
+    op: Literal["laplace"] = "laplace"
+    source: SourceId
+    matrix: MatrixSpec
+    epsilon: Epsilon
+
+
+class Gaussian(_Message):
+    """y = M x + Gaussian noise; give rho (zCDP spent) or sigma (noise per unit L2 sensitivity)."""
+
+    op: Literal["gaussian"] = "gaussian"
+    source: SourceId
+    matrix: MatrixSpec
+    rho: Rho | None = None
+    sigma: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+
+    @model_validator(mode="after")
+    def _one_parameter(self) -> Gaussian:
+        if (self.rho is None) == (self.sigma is None):
+            raise ValueError("give exactly one of rho or sigma")
+        return self
+
+
+class NoisyCount(_Message):
+    op: Literal["noisy_count"] = "noisy_count"
+    source: SourceId
+    epsilon: Epsilon
+
+
+class WorstApprox(_Message):
+    """Exponential mechanism: pick a query of W where the estimate is worst, |w x - w x_hat|."""
+
+    op: Literal["worst_approx"] = "worst_approx"
+    source: SourceId
+    workload: MatrixSpec
+    estimate: ArrayData
+    epsilon: Epsilon
+
+
+class BudgetStatus(_Message):
+    op: Literal["budget"] = "budget"
+
+
+class LineageGraph(_Message):
+    op: Literal["lineage"] = "lineage"
+
+
+class TranscriptLog(_Message):
+    op: Literal["transcript"] = "transcript"
+
+
+Request = Annotated[
+    Union[
+        Root, Describe, Where, Project, Vectorize, Transform, ReduceByPartition, SplitByPartition, Laplace, Gaussian,
+        NoisyCount, WorstApprox, BudgetStatus, LineageGraph, TranscriptLog,
+    ],
+    Field(discriminator="op"),
+]
+RequestAdapter: TypeAdapter = TypeAdapter(Request)
+
+MEASUREMENTS = (Laplace, Gaussian, NoisyCount, WorstApprox)
+
+# ---- responses -------------------------------------------------------------------------
+
+
+class SourceInfo(_Message):
+    """Public facts about a source: its kind and domain (tables) or length (vectors)."""
+
+    kind: Literal["source"] = "source"
+    source: SourceId
+    source_kind: Literal["table", "vector"]
+    domain: Domain | None = None
+    size: int
+
+
+class Parts(_Message):
+    kind: Literal["parts"] = "parts"
+    parts: list[SourceInfo]
+
+
+class Answer(_Message):
+    """Noisy answers and how they were made; ``seeded`` flags the reproducible (non-secure) mode."""
+
+    kind: Literal["answer"] = "answer"
+    values: ArrayData
+    noise: Literal["laplace", "gaussian"]
+    scale: float
+    grid: float
+    charge: Budget
+    seeded: bool
+
+
+class Selected(_Message):
+    kind: Literal["selected"] = "selected"
+    index: int
+    charge: Budget
+    seeded: bool
+
+
+class BudgetInfo(_Message):
+    kind: Literal["budget"] = "budget"
+    total: Budget
+    spent: Budget
+    remaining: Budget
+    per_source: dict[str, Budget]
+
+
+class LineageInfo(_Message):
+    kind: Literal["lineage"] = "lineage"
+    graph: dict[str, Any]
+
+
+class TranscriptInfo(_Message):
+    kind: Literal["transcript"] = "transcript"
+    seeded: bool
+    entries: list[dict[str, Any]]
+
+
+class ErrorInfo(_Message):
+    kind: Literal["error"] = "error"
+    error: Literal["invalid_request", "unknown_source", "budget_exceeded"]
+    message: str
+
+
+Response = Annotated[
+    Union[SourceInfo, Parts, Answer, Selected, BudgetInfo, LineageInfo, TranscriptInfo, ErrorInfo],
+    Field(discriminator="kind"),
+]
+ResponseAdapter: TypeAdapter = TypeAdapter(Response)

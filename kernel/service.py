@@ -1,0 +1,310 @@
+"""The kernel service: holds the private table and answers protocol requests, one at a time.
+
+``Kernel.handle_json`` is the single entry point for both modes: the in-process client sends
+it the same JSON text an out-of-process client sends over a socket (no back door). Sources
+are named by random 128-bit ids, so a handle from another session is simply unknown.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+from pydantic import ValidationError
+
+from kernel import protocol as p
+from kernel.accountant import Accountant, BudgetExceeded
+from kernel.domain import Domain
+from kernel.ledger import SqliteLedger
+from kernel.matrix import Matrix, Ones, Total, from_spec
+from kernel.mechanisms import Prepared, prepare_exponential, prepare_gaussian, prepare_laplace, select_worst
+from kernel.noise import NoiseSource
+from kernel.predicate import And, Predicate, validate_predicate
+from kernel.privacy import PureDP, ZCDP
+from kernel.table import TableBackend
+
+
+@dataclass(frozen=True)
+class _Table:
+    backend: TableBackend
+    attributes: tuple[int, ...]
+    predicate: Predicate | None
+
+    @property
+    def domain(self) -> Domain:
+        return self.backend.domain.project(self.attributes)
+
+
+@dataclass(frozen=True)
+class _Vector:
+    values: np.ndarray
+    integral: bool
+
+
+class UnknownSource(KeyError):
+    pass
+
+
+class Kernel:
+    """The protected kernel of one private table."""
+
+    def __init__(
+        self,
+        table: TableBackend,
+        budget: PureDP | ZCDP,
+        *,
+        seed: int | None = None,
+        ledger: str | Path | None = None,
+    ):
+        if not isinstance(budget, (PureDP, ZCDP)):
+            raise TypeError("budget must be PureDP(epsilon) or ZCDP(rho)")
+        self._lock = threading.Lock()
+        self._seeded = seed is not None
+        self._noise = NoiseSource.seeded(seed) if seed is not None else NoiseSource()
+        self._sources: dict[str, _Table | _Vector] = {}
+        self._graph = nx.DiGraph()
+        self._transcript: list[dict[str, Any]] = []
+        self._root = self._add(_Table(table, tuple(range(len(table.domain))), None), "table", None, None)
+        self._accountant = Accountant(budget, self._root, SqliteLedger(ledger, budget) if ledger else None)
+
+    # ---- entry points ------------------------------------------------------------------
+    def handle_json(self, text: str | bytes) -> str:
+        """Answer one request given as JSON; always returns a JSON response (errors included)."""
+        try:
+            request = p.RequestAdapter.validate_json(text)
+        except ValidationError as error:
+            return p.ErrorInfo(error="invalid_request", message=_describe(error)).model_dump_json()
+        return self.handle(request).model_dump_json()
+
+    def handle(self, request) -> Any:
+        with self._lock:
+            entry: dict[str, Any] = {"seq": len(self._transcript), "time": time.time(), **_summary(request)}
+            try:
+                response = getattr(self, f"_op_{request.op}")(request)
+            except BudgetExceeded as error:
+                response = p.ErrorInfo(error="budget_exceeded", message=str(error))
+            except UnknownSource as error:
+                response = p.ErrorInfo(error="unknown_source", message=str(error.args[0]))
+            except (ValueError, TypeError, NotImplementedError) as error:
+                response = p.ErrorInfo(error="invalid_request", message=str(error))
+            except Exception as error:  # never let a request take the kernel down; say nothing private
+                response = p.ErrorInfo(
+                    error="invalid_request", message=f"the kernel could not carry out this request ({type(error).__name__})"
+                )
+            entry["charge"] = str(response.charge.value) if hasattr(response, "charge") else None
+            entry["outcome"] = response.error if isinstance(response, p.ErrorInfo) else "ok"
+            entry["seeded"] = self._seeded
+            self._transcript.append(entry)
+            return response
+
+    # ---- sources -----------------------------------------------------------------------
+    def _add(self, source, kind: str, parent: str | None, edge: dict | None) -> str:
+        name = secrets.token_hex(16)
+        self._sources[name] = source
+        public = {"kind": kind}
+        if isinstance(source, _Table):
+            public["attributes"] = list(source.domain.names)
+        elif isinstance(source, _Vector):
+            public["size"] = int(source.values.size)
+        self._graph.add_node(name, **public)
+        if parent is not None:
+            self._graph.add_edge(parent, name, **edge)
+            self._accountant.add(name, parent, edge["stability_exact"], is_partition=(kind == "partition"))
+        return name
+
+    def _derive(self, parent: str, source, op: str, stability: Fraction, kind: str | None = None) -> str:
+        kind = kind or ("table" if isinstance(source, _Table) else "vector")
+        edge = {"op": op, "stability": str(stability), "stability_exact": stability}
+        return self._add(source, kind, parent, edge)
+
+    def _get(self, name: str, kind: type | None = None):
+        if name not in self._sources or self._sources[name] is None:
+            raise UnknownSource(f"unknown source {name}: it does not belong to this kernel session")
+        source = self._sources[name]
+        if kind is not None and not isinstance(source, kind):
+            wanted = "table" if kind is _Table else "vector"
+            raise ValueError(f"source {name} is a {self._graph.nodes[name]['kind']}; this operation needs a {wanted}")
+        return source
+
+    def _info(self, name: str) -> p.SourceInfo:
+        source = self._sources[name]
+        if isinstance(source, _Table):
+            return p.SourceInfo(source=name, source_kind="table", domain=source.domain, size=source.domain.size)
+        return p.SourceInfo(source=name, source_kind="vector", size=int(source.values.size))
+
+    # ---- transformations ---------------------------------------------------------------
+    def _op_root(self, request: p.Root) -> p.SourceInfo:
+        return self._info(self._root)
+
+    def _op_describe(self, request: p.Describe) -> p.SourceInfo:
+        self._get(request.source)
+        return self._info(request.source)
+
+    def _op_where(self, request: p.Where) -> p.SourceInfo:
+        table = self._get(request.source, _Table)
+        validate_predicate(request.predicate, table.domain)
+        combined = request.predicate if table.predicate is None else And(terms=[table.predicate, request.predicate])
+        child = _Table(table.backend, table.attributes, combined)
+        return self._info(self._derive(request.source, child, "where", Fraction(1)))
+
+    def _op_project(self, request: p.Project) -> p.SourceInfo:
+        table = self._get(request.source, _Table)
+        table.domain.indices(request.attributes)  # names must be in this source's domain
+        keep = tuple(sorted(table.backend.domain.indices(request.attributes)))
+        child = _Table(table.backend, keep, table.predicate)
+        return self._info(self._derive(request.source, child, "project", Fraction(1)))
+
+    def _op_vectorize(self, request: p.Vectorize) -> p.SourceInfo:
+        table = self._get(request.source, _Table)
+        counts = np.asarray(table.backend.histogram(table.attributes, table.predicate), dtype=np.int64).ravel()
+        return self._info(self._derive(request.source, _Vector(counts, True), "vectorize", Fraction(1)))
+
+    def _op_transform(self, request: p.Transform) -> p.SourceInfo:
+        vector = self._get(request.source, _Vector)
+        M = self._matrix(request.matrix, vector)
+        stability = _exact_upper(M.sensitivity("l1"))
+        values = M @ vector.values
+        integral = vector.integral and M.binary
+        child = _Vector(np.rint(values).astype(np.int64) if integral else values, integral)
+        return self._info(self._derive(request.source, child, "transform", stability))
+
+    def _op_reduce_by_partition(self, request: p.ReduceByPartition) -> p.SourceInfo:
+        vector = self._get(request.source, _Vector)
+        labels, groups = self._partition(request.partition, vector)
+        reduced = np.bincount(labels, weights=vector.values, minlength=groups)
+        child = _Vector(np.rint(reduced).astype(np.int64) if vector.integral else reduced, vector.integral)
+        return self._info(self._derive(request.source, child, "reduce_by_partition", Fraction(1)))
+
+    def _op_split_by_partition(self, request: p.SplitByPartition) -> p.Parts:
+        vector = self._get(request.source, _Vector)
+        labels, groups = self._partition(request.partition, vector)
+        sizes = np.bincount(labels, minlength=groups)
+        if np.any(sizes == 0):
+            raise ValueError(f"partition group(s) {np.flatnonzero(sizes == 0)[:5].tolist()} have no cells")
+        node = self._derive(request.source, None, "split_by_partition", Fraction(1), kind="partition")
+        order = np.argsort(labels, kind="stable")
+        bounds = np.r_[0, np.cumsum(sizes)]
+        parts = []
+        for g in range(groups):
+            part = _Vector(vector.values[order[bounds[g] : bounds[g + 1]]], vector.integral)
+            parts.append(self._info(self._derive(node, part, "part", Fraction(1))))
+        return p.Parts(parts=parts)
+
+    # ---- measurements ------------------------------------------------------------------
+    def _op_laplace(self, request: p.Laplace) -> p.Answer:
+        vector = self._get(request.source, _Vector)
+        M = self._matrix(request.matrix, vector)
+        prepared = prepare_laplace(M, request.epsilon, vector.integral, self._accountant.kind)
+        return self._release(request, prepared, M @ vector.values)
+
+    def _op_gaussian(self, request: p.Gaussian) -> p.Answer:
+        vector = self._get(request.source, _Vector)
+        M = self._matrix(request.matrix, vector)
+        prepared = prepare_gaussian(M, request.rho, request.sigma, vector.integral, self._accountant.kind)
+        return self._release(request, prepared, M @ vector.values)
+
+    def _op_noisy_count(self, request: p.NoisyCount) -> p.Answer:
+        source = self._get(request.source)
+        if isinstance(source, _Table):
+            total, M, integral = np.array([source.backend.count(source.predicate)]), Ones(1, 1), True
+        else:
+            total, M, integral = np.array([source.values.sum()]), Total(source.values.size), source.integral
+        prepared = prepare_laplace(M, request.epsilon, integral, self._accountant.kind)
+        return self._release(request, prepared, total)
+
+    def _op_worst_approx(self, request: p.WorstApprox) -> p.Selected:
+        vector = self._get(request.source, _Vector)
+        W = self._matrix(request.workload, vector)
+        estimate = request.estimate.array()
+        if estimate.shape != vector.values.shape or not np.all(np.isfinite(estimate)):
+            raise ValueError(f"the estimate must be {vector.values.size} finite numbers, got shape {estimate.shape}")
+        sensitivity, cost = prepare_exponential(W, request.epsilon, self._accountant.kind)
+        self._accountant.charge(request.source, cost, record=request.op)
+        scores = np.abs(W @ (vector.values - estimate))
+        index = select_worst(self._noise, scores, request.epsilon, sensitivity)
+        return p.Selected(index=index, charge=self._accountant.as_budget(cost), seeded=self._seeded)
+
+    def _release(self, request, prepared: Prepared, exact: np.ndarray) -> p.Answer:
+        self._accountant.charge(request.source, prepared.cost, record=request.op)  # refuses before any noise
+        values = prepared.release(exact, self._noise)
+        return p.Answer(
+            values=p.ArrayData.of(values), noise=prepared.noise, scale=prepared.scale, grid=prepared.grid,
+            charge=self._accountant.as_budget(prepared.cost), seeded=self._seeded,
+        )
+
+    # ---- public state ------------------------------------------------------------------
+    def _op_budget(self, request: p.BudgetStatus) -> p.BudgetInfo:
+        a = self._accountant
+        spent = a.spent()
+        return p.BudgetInfo(
+            total=a.total, spent=a.as_budget(spent), remaining=a.as_budget(a.total.value - spent),
+            per_source={name: a.as_budget(value) for name, value in a.per_source().items()},
+        )
+
+    def _op_lineage(self, request: p.LineageGraph) -> p.LineageInfo:
+        graph = self._graph.copy()
+        for _, _, data in graph.edges(data=True):
+            data.pop("stability_exact", None)
+        for name, data in graph.nodes(data=True):
+            data["spent"] = str(self._accountant.spent(name))
+        return p.LineageInfo(graph=nx.node_link_data(graph, edges="links"))
+
+    def _op_transcript(self, request: p.TranscriptLog) -> p.TranscriptInfo:
+        return p.TranscriptInfo(seeded=self._seeded, entries=list(self._transcript))
+
+    # ---- validation helpers ------------------------------------------------------------
+    def _matrix(self, spec, vector: _Vector) -> Matrix:
+        M = from_spec(spec)
+        if M.shape[1] != vector.values.size:
+            raise ValueError(f"the matrix has {M.shape[1]} columns but the vector has {vector.values.size} cells")
+        return M
+
+    def _partition(self, partition: p.Partition, vector: _Vector) -> tuple[np.ndarray, int]:
+        n = vector.values.size
+        if partition.labels is not None:
+            labels = partition.labels.array().ravel()
+            groups = partition.groups if partition.groups is not None else int(labels.max(initial=-1)) + 1
+            if labels.size != n:
+                raise ValueError(f"the partition labels {labels.size} cells but the vector has {n}")
+            if labels.size and (labels.min() < 0 or labels.max() >= groups):
+                raise ValueError(f"partition labels must lie in 0..{groups - 1}")
+            return labels, groups
+        P = from_spec(partition.matrix)
+        if P.shape[1] != n:
+            raise ValueError(f"the partition matrix has {P.shape[1]} columns but the vector has {n} cells")
+        if not P.binary or not np.all(P.column_norms("l1") == 1.0):
+            raise ValueError("not a partition: every cell (column) must belong to exactly one group, with weight 1")
+        return np.rint(P.T @ np.arange(P.shape[0], dtype=np.float64)).astype(np.int64), P.shape[0]
+
+
+def _exact_upper(value: float) -> Fraction:
+    """A stability as an exact fraction, rounded up unless it is an exact integer."""
+    exact = Fraction(value)
+    return exact if exact.denominator == 1 else exact * (1 + Fraction(1, 2**40))
+
+
+def _summary(request) -> dict[str, Any]:
+    """What was asked, without bulky array payloads (the transcript holds requests, never data)."""
+
+    def strip(value):
+        if isinstance(value, dict):
+            if "base64" in value:
+                return {"dtype": value["dtype"], "shape": value["shape"]}
+            return {k: strip(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(request.model_dump(mode="json"))
+
+
+def _describe(error: ValidationError) -> str:
+    problems = [f"{'.'.join(str(x) for x in e['loc']) or 'request'}: {e['msg']}" for e in error.errors()[:5]]
+    return "malformed request: " + "; ".join(problems)

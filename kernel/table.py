@@ -1,0 +1,142 @@
+"""Private tables behind a counting-only backend interface, and validated loading into numpy.
+
+A backend answers one question: the histogram of some attributes over the rows satisfying a
+predicate. It never returns rows, so an out-of-core or distributed engine can stand behind the
+same interface. Loading validates every value against the domain and loads nothing on error.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from kernel.domain import Domain
+from kernel.predicate import evaluate
+
+
+class TableBackend(ABC):
+    """Counting access to a private table over a known domain."""
+
+    @property
+    @abstractmethod
+    def domain(self) -> Domain: ...
+
+    @abstractmethod
+    def histogram(self, attributes: Sequence[int], predicate=None) -> np.ndarray:
+        """int64 counts of the rows satisfying ``predicate``, shaped by the sizes of ``attributes`` (domain order).
+
+        An empty attribute list gives a 0-d array: the count of rows.
+        """
+
+    def count(self, predicate=None) -> int:
+        return int(self.histogram((), predicate))
+
+
+class NumpyTable(TableBackend):
+    """Integer code columns held in memory, one per domain attribute."""
+
+    def __init__(self, domain: Domain, columns: Mapping[str, np.ndarray]):
+        self._domain = domain
+        self._columns = {name: np.asarray(columns[name], dtype=np.int64) for name in domain.names}
+
+    @property
+    def domain(self) -> Domain:
+        return self._domain
+
+    def histogram(self, attributes: Sequence[int], predicate=None) -> np.ndarray:
+        attributes = sorted(int(a) for a in attributes)
+        names = [self._domain.names[a] for a in attributes]
+        shape = tuple(self._domain.sizes[a] for a in attributes)
+        mask = None if predicate is None else evaluate(predicate, self._columns, self._domain)
+        if not names:
+            rows = len(next(iter(self._columns.values()))) if mask is None else int(mask.sum())
+            return np.array(rows, dtype=np.int64)
+        selected = [self._columns[n] if mask is None else self._columns[n][mask] for n in names]
+        flat = selected[0] if len(selected) == 1 else np.ravel_multi_index(selected, shape)
+        return np.bincount(flat, minlength=math.prod(shape)).reshape(shape)
+
+
+def load_table(table, domain: Domain) -> NumpyTable:
+    """Validate a table (dict of columns, structured or 2-D array, pandas DataFrame, or CSV path) into codes."""
+    columns = _columns(table, domain)
+    missing = [n for n in domain.names if n not in columns]
+    extra = [n for n in columns if n not in domain.names]
+    if missing or extra:
+        raise ValueError(
+            f"table columns do not match the domain: missing {missing}, unknown {extra}; "
+            f"the domain has {list(domain.names)}"
+        )
+    lengths = {n: len(columns[n]) for n in domain.names}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"columns have different lengths: {lengths}")
+    return NumpyTable(domain, {n: _codes(n, columns[n], domain) for n in domain.names})
+
+
+def _columns(table, domain: Domain) -> dict[str, np.ndarray]:
+    if isinstance(table, (str, Path)):
+        return _read_csv(Path(table))
+    if isinstance(table, Mapping):
+        return {str(k): np.asarray(v) for k, v in table.items()}
+    if isinstance(table, np.ndarray):
+        if table.dtype.names:
+            return {n: table[n] for n in table.dtype.names}
+        if table.ndim == 2 and table.shape[1] == len(domain):
+            return {n: table[:, i] for i, n in enumerate(domain.names)}
+        raise ValueError(f"a plain array must have one column per attribute ({len(domain)}), got shape {table.shape}")
+    if hasattr(table, "columns") and hasattr(table, "to_numpy"):  # a pandas DataFrame, without importing pandas
+        return {str(c): table[c].to_numpy() for c in table.columns}
+    raise TypeError(f"cannot read a table from {type(table).__name__}: give a dict of columns, an array, a DataFrame or a CSV path")
+
+
+def _read_csv(path: Path) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        raise FileNotFoundError(f"table file {path} does not exist")
+    with path.open(newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if not header:
+            raise ValueError(f"{path} has no header row of attribute names")
+        rows = [row for row in reader if row]
+    bad = [i + 2 for i, row in enumerate(rows) if len(row) != len(header)]
+    if bad:
+        raise ValueError(f"{path}: lines {bad[:5]} do not have {len(header)} fields")
+    values = list(zip(*rows)) if rows else [()] * len(header)
+    return {name.strip(): np.array(column, dtype=object) for name, column in zip(header, values)}
+
+
+def _codes(name: str, values: np.ndarray, domain: Domain) -> np.ndarray:
+    attribute = domain[name]
+    values = np.asarray(values)
+    if values.dtype.kind in "OUS":
+        values = np.array([v.strip() if isinstance(v, str) else v for v in values.ravel()], dtype=object)
+        if attribute.labels is not None:
+            lookup = {label: code for code, label in enumerate(attribute.labels)}
+            unknown = sorted({str(v) for v in values if str(v) not in lookup})
+            if unknown:
+                raise ValueError(f"column {name!r}: {len(unknown)} unknown label(s) such as {unknown[:5]}; "
+                                 f"allowed: {list(attribute.labels)}")
+            return np.array([lookup[str(v)] for v in values], dtype=np.int64)
+        try:
+            values = np.array([float(v) if v not in ("", None) else np.nan for v in values], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"column {name!r} holds text but attribute {name!r} has no labels") from None
+    if values.dtype.kind == "b" or values.dtype.kind not in "iuf":
+        raise ValueError(f"column {name!r} must hold integer codes, got {values.dtype}")
+    if values.dtype.kind == "f":
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"column {name!r} has {int(np.sum(~np.isfinite(values)))} missing or non-finite values")
+        if not np.all(values == np.round(values)):
+            raise ValueError(f"column {name!r} has non-integer values such as {values[values != np.round(values)][:5].tolist()}")
+    codes = values.astype(np.int64)
+    outside = (codes < 0) | (codes >= attribute.size)
+    if outside.any():
+        raise ValueError(
+            f"column {name!r}: {int(outside.sum())} row(s) outside 0..{attribute.size - 1}, "
+            f"e.g. {sorted(set(codes[outside].tolist()))[:5]}"
+        )
+    return codes
