@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from functools import cached_property
 
 import numpy as np
 
@@ -40,14 +41,17 @@ class Ranges(Matrix):
         self.lo, self.hi = lo, hi
         self.shape = (lo.shape[0], math.prod(self.domain_shape))
 
-    def _corners(self):
+    @cached_property
+    def _corners(self) -> list[tuple[np.ndarray, float]]:
         """(flat index into the zero-padded prefix-sum array, sign) for each of the 2^d corners."""
         padded = tuple(s + 1 for s in self.domain_shape)
         d = len(self.domain_shape)
+        corners = []
         for choice in itertools.product((0, 1), repeat=d):
             coords = np.where(np.array(choice, dtype=bool), self.hi + 1, self.lo)
             sign = -1.0 if (d - sum(choice)) % 2 else 1.0
-            yield np.ravel_multi_index(tuple(coords.T), padded), sign
+            corners.append((np.ravel_multi_index(tuple(coords.T), padded), sign))
+        return corners
 
     def _matmat(self, X):
         k = X.shape[1]
@@ -57,13 +61,13 @@ class Ranges(Matrix):
             inner = np.cumsum(inner, axis=axis)
         sums[tuple(slice(1, None) for _ in self.domain_shape)] = inner
         flat = sums.reshape(-1, k)
-        return sum(sign * flat[index] for index, sign in self._corners())
+        return sum(sign * flat[index] for index, sign in self._corners)
 
     def _rmatmat(self, Y):
         k = Y.shape[1]
         padded = tuple(s + 1 for s in self.domain_shape)
         scatter = np.zeros((math.prod(padded), k))
-        for index, sign in self._corners():
+        for index, sign in self._corners:
             np.add.at(scatter, index, sign * Y)
         out = scatter.reshape(padded + (k,))[tuple(slice(1, None) for _ in self.domain_shape)]
         for axis in range(len(self.domain_shape)):

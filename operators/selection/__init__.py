@@ -1,6 +1,31 @@
-"""Strategy selection: which linear queries to measure (no data, no budget)."""
+"""Strategy selection: which linear queries to measure (no data, no budget).
 
+Classic selectors return matrices; the optimizing selectors (HDMM, ResidualPlanner,
+QuerySmasher) return a Strategy with its expected error and a reconstruction.
+"""
+
+from operators.selection.classic import (
+    adaptive_grid_level1,
+    adaptive_grid_level2,
+    greedy_h,
+    h2,
+    hb,
+    hb_branching,
+    identity,
+    mwem_h2_augmentation,
+    prefix,
+    privelet,
+    quadtree,
+    stripe,
+    total,
+    uniform_grid,
+)
+from operators.selection.hdmm import hdmm
 from operators.selection.residual_planner import ResidualPlannerStrategy, residual_planner
 from operators.selection.strategy import Noise, Strategy
 
-__all__ = ["Noise", "ResidualPlannerStrategy", "Strategy", "residual_planner"]
+__all__ = [
+    "Noise", "ResidualPlannerStrategy", "Strategy", "adaptive_grid_level1", "adaptive_grid_level2", "greedy_h", "h2",
+    "hb", "hb_branching", "hdmm", "identity", "mwem_h2_augmentation", "prefix", "privelet", "quadtree",
+    "residual_planner", "stripe", "total", "uniform_grid",
+]

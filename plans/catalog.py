@@ -1,0 +1,41 @@
+"""The library's plans by their DPBench / ektelo names, with what a user needs to know to run them.
+
+``catalog[name](source, workload, budget, **params)`` returns the estimated data vector.
+``info[name]`` says which dimensions a plan supports, whether it treats the record count as
+public (those plans take it as ``scale=``, or spend part of the budget on a noisy total
+when it is not given), and its default parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from plans import hdmm, static
+
+
+@dataclass(frozen=True)
+class PlanInfo:
+    plan: Callable
+    dimensions: tuple[int, ...]
+    data_dependent: bool
+    public_scale: bool = False
+    defaults: dict = field(default_factory=dict)
+    summary: str = ""
+
+
+info: dict[str, PlanInfo] = {
+    "Identity": PlanInfo(static.identity, (1, 2), False, summary="noisy cell counts"),
+    "Uniform": PlanInfo(static.uniform, (1, 2), False, summary="noisy total spread evenly"),
+    "Privelet": PlanInfo(static.privelet, (1, 2), False, summary="Haar wavelet (power-of-two sides)"),
+    "H2": PlanInfo(static.h2, (1, 2), False, summary="binary hierarchy"),
+    "HB": PlanInfo(static.hb, (1, 2), False, summary="hierarchy with optimal branching"),
+    "GreedyH": PlanInfo(static.greedy_h, (1,), False, summary="weighted hierarchy fit to the workload"),
+    "QuadTree": PlanInfo(static.quadtree, (2,), False, summary="recursive quadrants"),
+    "HB-Striped_kron": PlanInfo(
+        static.hb_striped_kron, (2,), False, defaults={"attribute": 0}, summary="HB along one attribute"
+    ),
+    "HDMM": PlanInfo(hdmm.hdmm, (1, 2), False, defaults={"restarts": 3, "seed": 0}, summary="optimized strategy"),
+}
+
+catalog: dict[str, Callable] = {name: entry.plan for name, entry in info.items()}
