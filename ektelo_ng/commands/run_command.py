@@ -1,0 +1,86 @@
+"""``ektelo-ng run PLAN.py``: run an analyst's plan script against a fresh kernel and report what it did."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ektelo_ng.commands.kernel_command import parse_budget, read_domain
+from ektelo_ng.session import connect, protect
+from ektelo_ng.workload_spec import HELP, parse_workload
+
+
+def register(subcommands) -> None:
+    parser = subcommands.add_parser(
+        "run",
+        help="run a plan script against a fresh kernel",
+        description=(
+            "Load PLAN.py, which defines plan(source, workload, budget) returning an estimate of the data vector, "
+            "protect the table in a fresh kernel (or connect to a served one), run the plan, and print its answers, "
+            "the budget spent and the lineage of what it derived."
+        ),
+    )
+    parser.add_argument("plan", type=Path, help="Python file defining plan(source, workload, budget)")
+    parser.add_argument("--table", type=Path, help="CSV table (with --domain)")
+    parser.add_argument("--domain", type=Path, help='JSON domain: {"attribute": size or [labels], ...}')
+    parser.add_argument("--connect", help="use a kernel served at HOST:PORT or unix:PATH instead of --table")
+    parser.add_argument("--budget", required=True, help="epsilon=VALUE (pure DP) or rho=VALUE (zCDP)")
+    parser.add_argument("--workload", help=f"optional {HELP}; answers are W @ estimate")
+    parser.add_argument("--seed", type=int, help="reproducible (non-secure) noise, flagged in every answer")
+    parser.add_argument("--out", type=Path, help="save results: .json (everything) or .csv (one row per answer)")
+    parser.set_defaults(run=run)
+
+
+def load_plan(path: Path):
+    if not path.is_file():
+        raise FileNotFoundError(f"plan file {path} does not exist")
+    spec = importlib.util.spec_from_file_location(f"ektelo_plan_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)  # the analyst's own code, in the analyst's own process
+    if not callable(getattr(module, "plan", None)):
+        raise ValueError(f"{path} must define a function plan(source, workload, budget)")
+    return module.plan
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = load_plan(args.plan)
+    budget = parse_budget(args.budget)
+    if args.connect:
+        session = connect(args.connect)
+    elif args.table and args.domain:
+        session = protect(args.table, read_domain(args.domain), budget, seed=args.seed)
+    else:
+        raise ValueError("give --table and --domain, or --connect ADDRESS")
+    workload = parse_workload(args.workload) if args.workload else None
+    estimate = plan(session.source, workload, budget)
+    estimate = np.asarray(getattr(estimate, "x", estimate), dtype=float)
+    answers = workload @ estimate if workload is not None else estimate
+    status = session.budget
+    lineage = session.lineage()
+    report = {
+        "plan": str(args.plan), "answers": answers.tolist(), "budget_total": str(status.total.value),
+        "budget_spent": str(status.spent.value), "budget_kind": status.total.kind,
+        "lineage": {"sources": lineage.number_of_nodes(),
+                    "derivations": [{"op": d["op"], "stability": d["stability"]} for _, _, d in lineage.edges(data=True)]},
+    }
+    shown = ", ".join(f"{v:.4g}" for v in answers[:8]) + (" ..." if answers.size > 8 else "")
+    print(f"{args.plan}: {answers.size} answers: {shown}")
+    print(f"budget: spent {float(status.spent.value):.6g} of {float(status.total.value):.6g} ({status.total.kind})")
+    print("lineage: " + " -> ".join(f"{d['op']}(x{d['stability']})" for d in report["lineage"]["derivations"]))
+    if args.out:
+        if args.out.suffix == ".csv":
+            with args.out.open("w", newline="") as handle:
+                writer = csv.writer(handle)
+                writer.writerow(["index", "answer"])
+                writer.writerows(enumerate(answers.tolist()))
+        else:
+            args.out.write_text(json.dumps(report, indent=2))
+        print(f"saved {args.out}")
+    return 0
