@@ -157,11 +157,6 @@ class MarginalObjective:
         return norm * trace, norm * d_trace + 2.0 * trace * theta
 
 
-def marginal_loss(theta: np.ndarray, kappa_w: np.ndarray, lattice: Lattice, noise: Noise) -> tuple[float, np.ndarray]:
-    """||M(theta)||_K^2 ||W M(theta)^+||_F^2 and its gradient in theta (theta >= 0)."""
-    return MarginalObjective(kappa_w, lattice, noise)(theta)
-
-
 def gaussian_closed_form(kappa_w: np.ndarray, lattice: Lattice) -> tuple[np.ndarray, bool]:
     """theta = sqrt(Y^{-1} sqrt(Y w)) (J Thm 13), negative squares clipped; True if none were."""
     squares = lattice.Y_inverse(np.sqrt(np.maximum(kappa_w, 0.0)))

@@ -22,7 +22,7 @@ paper optimizes X's lower triangle and rejects steps that leave X > 0; L-BFGS-B 
 the first infeasible trial step (seen on prefix and width-32). Here X = A^T A with A the upper
 triangular Cholesky factor with its columns normalized, which is feasible everywhere; the
 minimizers are the same. Per step: one triangular inverse, one structured product V A^{-1}
-and two n^3 products.
+and two triangular n^3 / 2 products.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.blas
 from scipy.optimize import Bounds, minimize
 
 from kernel.matrix import Dense, Diagonal, Identity, Matrix, Ones, Product, Sum, Total, VStack
@@ -102,8 +103,9 @@ def gaussian_loss(B: np.ndarray, gram: Gram) -> tuple[float, np.ndarray]:
     inverse, info = scipy.linalg.lapack.dtrtri(A, lower=0)
     if info != 0 or not np.all(np.isfinite(inverse)):
         return math.inf, np.zeros_like(B)
-    FVFt = inverse.T @ gram.matmat(inverse)
-    grad_A = -2.0 * (FVFt @ inverse.T)
+    # Triangular products (BLAS trmm) take half the flops of general ones.
+    FVFt = scipy.linalg.blas.dtrmm(1.0, inverse, gram.matmat(inverse), side=0, lower=0, trans_a=1)
+    grad_A = scipy.linalg.blas.dtrmm(-2.0, inverse, FVFt, side=1, lower=0, trans_a=1)
     grad = (grad_A - A * np.sum(A * grad_A, axis=0)) / norms
     return float(np.trace(FVFt)), np.triu(grad)
 
