@@ -1,0 +1,221 @@
+"""The QuerySmasher plan: per-subworkload strategies, the noise allocation, variances, reconstruction.
+
+Subworkload ``A'`` is measured as ``omega_A' = B_A' x_A' + N(0, sigma^2_A' I)`` where
+``B_A'`` has ``max diag(B^T B) = 1`` and loss ``L_A'`` (weighted total variance at
+``sigma = 1``). Minimising ``sum sigma^2 L`` at total privacy cost
+``sum 1/sigma^2 = beta`` gives (Sec. 6.4) ``sigma^2_A' = gamma / sqrt(L_A')`` with
+``gamma = sum sqrt(L) / beta`` and total weighted variance ``(sum sqrt(L_A'))^2 / beta``.
+A query on ``A`` is answered as ``sum_{A' subset A} q=>A' . B^+ omega_A'`` with variance
+``sum sigma^2_A' |q=>A' B^+|^2``. The estimates ``B^+ omega_A'`` are centred tensors, so they
+also stitch into marginals exactly as ResidualPlanner's residuals do, and every query is
+answered from the reconstructed (pseudo-)marginal of its attributes: ``q . x_hat_A``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from kernel.domain import Domain
+from kernel.matrix import Matrix
+from operators.residual import ResidualReconstruction, SubsetFamily, SubsetNormalizer, residual_answers
+from operators.selection.query_smasher.decompose import Entry, Subset, subqueries
+from operators.selection.query_smasher.solutions import SubSolution
+from operators.selection.residual_planner import BudgetLike, as_pcost
+from operators.selection.strategy import Strategy
+
+#: Dense query rows materialised at once (float64 entries) when computing variances.
+_CHUNK_ENTRIES = 1 << 22
+
+
+class QuerySmasherStrategy(Strategy):
+    """The selected plan; every figure is at this strategy's budget (pcost ``budget``, 1 by default)."""
+
+    noise = "gaussian"
+
+    def __init__(
+        self,
+        domain: Domain,
+        entries: Sequence[Entry],
+        solutions: Mapping[Subset, SubSolution],
+        solver: str,
+        budget: float = 1.0,
+    ):
+        self.domain = domain
+        self.entries = list(entries)
+        self.solver = solver
+        self.budget = float(budget)
+        self._solutions = dict(sorted(solutions.items(), key=lambda item: (len(item[0]), item[0])))
+        roots = {a: math.sqrt(s.loss) for a, s in self._solutions.items()}
+        gamma = sum(roots.values()) / self.budget
+        self._sigma2 = {a: gamma / root for a, root in roots.items()}
+        self._normalize = SubsetNormalizer(domain)
+
+    # ---- Strategy -------------------------------------------------------------------
+    @property
+    def num_queries(self) -> int:
+        return sum(e.rows for e in self.entries)
+
+    def expected_error(self) -> float:
+        """Weighted total variance ``sum_q w_q Var(q) = (sum sqrt(L_A'))^2 / budget``."""
+        return sum(math.sqrt(s.loss) for s in self._solutions.values()) ** 2 / self.budget
+
+    def error_bounds(self) -> tuple[float, float]:
+        """``(certified lower bound on the optimal QuerySmasher error, achieved error)`` (exact solver)."""
+        lowers = [s.lower for s in self._solutions.values()]
+        if any(v is None for v in lowers):
+            raise ValueError(f"the {self.solver!r} solver gives no certificate; use solver='exact'")
+        return sum(math.sqrt(v) for v in lowers) ** 2 / self.budget, self.expected_error()
+
+    # ---- the plan -------------------------------------------------------------------
+    @property
+    def residual_sets(self) -> tuple[Subset, ...]:
+        """The sets ``A'`` with a non-zero subworkload: the measurements of the plan."""
+        return tuple(self._solutions)
+
+    def solution(self, subset: Iterable[str | int]) -> SubSolution:
+        """The strategy ``B_A'`` (at ``sigma = 1``) of one residual set."""
+        key = self._normalize(subset)
+        if key not in self._solutions:
+            raise KeyError(f"no subworkload on {key}: no query of the workload reads it")
+        return self._solutions[key]
+
+    def strategy_matrix(self, subset: Iterable[str | int]) -> Matrix:
+        """``B_A'`` as an implicit matrix over the marginal on ``A'`` (measure with ``noise_scales()[A']``)."""
+        return self.solution(subset).matrix()
+
+    def subworkload_losses(self) -> dict[Subset, float]:
+        """``L_A'``: weighted total variance of each subworkload at ``sigma = 1`` (pcost 1 each)."""
+        return {a: s.loss for a, s in self._solutions.items()}
+
+    def lower_bounds(self) -> dict[Subset, float | None]:
+        """Certified lower bounds on each subworkload's optimal loss (``None`` without a certificate)."""
+        return {a: s.lower for a, s in self._solutions.items()}
+
+    def noise_scales(self, pcost: BudgetLike | None = None) -> dict[Subset, float]:
+        """``{A': sigma^2_A'}``: noise variance per measurement, at this budget or at ``pcost``."""
+        factor = 1.0 if pcost is None else self.budget / as_pcost(pcost)
+        return {a: v * factor for a, v in self._sigma2.items()}
+
+    def allocation(self) -> dict[Subset, float]:
+        """``{A': 1/sigma^2_A'}``: the privacy cost spent on each measurement (sums to the budget)."""
+        return {a: 1.0 / v for a, v in self._sigma2.items()}
+
+    def pcost(self) -> float:
+        return float(sum(self.allocation().values()))
+
+    def scaled(self, budget: BudgetLike) -> QuerySmasherStrategy:
+        """The same plan at another budget (every variance scales by ``old / new``)."""
+        return QuerySmasherStrategy(self.domain, self.entries, self._solutions, self.solver, as_pcost(budget))
+
+    # ---- variances ------------------------------------------------------------------
+    def variance(self, index: int | None = None) -> np.ndarray:
+        """Per-query variances (unweighted) of workload item ``index``, or of every query in order."""
+        if index is None:
+            return np.concatenate([self._entry_variance(e) for e in self.entries])
+        return self._entry_variance(self.entries[index])
+
+    def _entry_variance(self, entry: Entry) -> np.ndarray:
+        out = np.zeros(entry.rows)
+        chunk = max(1, _CHUNK_ENTRIES // max(1, math.prod(entry.sizes)))
+        for start in range(0, entry.rows, chunk):
+            stop = min(entry.rows, start + chunk)
+            rows = entry.dense_rows(start, stop)
+            for subset, keep in _residual_subsets(self.domain, entry.subset):
+                if subset in self._solutions:
+                    q = subqueries(rows, keep).reshape(stop - start, -1)
+                    out[start:stop] += self._sigma2[subset] * self._solutions[subset].variances(q)
+        return out
+
+    # ---- measurement (numpy simulation) and reconstruction ---------------------------
+    def measure(
+        self, data: np.ndarray | Callable[[Subset], np.ndarray], rng: np.random.Generator | int | None = None
+    ) -> dict[Subset, np.ndarray]:
+        """Simulate the plan: ``{A': B x_A' + N(0, sigma^2 I)}``.
+
+        ``data`` is the full data vector (or tensor) of a small domain, or a function giving
+        the marginal tensor of a set ``A'`` (sorted positions), e.g. counted from records.
+        """
+        rng = np.random.default_rng(rng)
+        full = None if callable(data) else np.asarray(data, dtype=np.float64).reshape(self.domain.sizes)
+        out = {}
+        for subset, sol in self._solutions.items():
+            if full is None:
+                marginal = data(subset)
+            else:
+                marginal = full.sum(axis=tuple(i for i in range(full.ndim) if i not in subset))
+            x = np.asarray(marginal, dtype=np.float64).reshape(1, -1)
+            out[subset] = sol.forward(x)[0] + math.sqrt(self._sigma2[subset]) * rng.standard_normal(sol.num_rows)
+        return out
+
+    def reconstruct(self, measurements: Mapping[Iterable[str | int], np.ndarray]) -> QueryReconstruction:
+        """Answers to every workload query, and marginals, from ``{A': omega_A'}``."""
+        return QueryReconstruction(self, measurements)
+
+
+def _residual_subsets(domain: Domain, subset: Subset) -> list[tuple[Subset, tuple[bool, ...]]]:
+    """Every ``A'`` of ``subset`` without size-1 attributes, with its keep-mask over ``subset``."""
+    nontrivial = [a for a in subset if domain.sizes[a] > 1]
+    out = []
+    for mask in range(1 << len(nontrivial)):
+        kept = {a for j, a in enumerate(nontrivial) if mask >> j & 1}
+        out.append((tuple(sorted(kept)), tuple(a in kept for a in subset)))
+    return out
+
+
+class QueryReconstruction:
+    """Estimates from one set of measurements: workload answers and marginals.
+
+    ``x_hat_A' = B^+ omega_A'`` for every measured ``A'``; unmeasured sets (no query reads
+    them) contribute 0 to answers. A marginal is available when every ``A' subset A`` was
+    measured with full rank (``prod (d_i - 1)`` measurements), else only its projection
+    onto what the workload reads is known and :meth:`marginal` refuses it.
+    """
+
+    def __init__(self, strategy: QuerySmasherStrategy, measurements: Mapping[Iterable[str | int], np.ndarray]):
+        self.strategy = strategy
+        domain = strategy.domain
+        normalize = SubsetNormalizer(domain)
+        answers: dict[Subset, np.ndarray] = {}
+        self._complete: set[Subset] = set()
+        for key, omega in measurements.items():
+            subset = normalize(key)
+            sol = strategy.solution(subset)
+            omega = np.asarray(omega, dtype=np.float64).ravel()
+            if omega.shape != (sol.num_rows,):
+                raise ValueError(f"measurement on {subset} has {omega.size} values; expected {sol.num_rows}")
+            answers[subset] = residual_answers(sol.backward(omega[None])[0], sol.shape)
+            if sol.num_rows == math.prod(n - 1 for n in sol.shape):
+                self._complete.add(subset)
+        missing = sorted(set(strategy.residual_sets) - set(answers))
+        if missing:
+            raise KeyError(f"no measurement for residual set(s) {missing[:5]}")
+        family = SubsetFamily.closure([normalize(e.subset) for e in strategy.entries], len(domain))
+        for subset in family.sets:
+            if subset not in answers:
+                answers[subset] = np.zeros(math.prod(domain.sizes[a] - 1 for a in subset))
+        self._normalize = normalize
+        self._marginals = ResidualReconstruction(domain, family, answers)
+
+    def answers(self, index: int | None = None) -> np.ndarray:
+        """Estimated answers of workload item ``index``, or of every query in workload order."""
+        entries = self.strategy.entries if index is None else [self.strategy.entries[index]]
+        tensors = self._marginals.marginals([e.subset for e in entries])
+        out = []
+        for e in entries:
+            x = tensors[e.subset].reshape([self.strategy.domain.sizes[a] for a in e.subset])
+            out.append(np.asarray(e.matrix @ x.transpose(np.argsort(e.order)).ravel(), dtype=np.float64))
+        return np.concatenate(out)
+
+    def marginal(self, attributes: Iterable[str | int] | str | int) -> np.ndarray:
+        """The marginal on ``attributes`` (axes in domain order), if the plan determines it."""
+        subset = self._normalize(attributes)
+        for sub, _ in _residual_subsets(self.strategy.domain, subset):
+            if sub not in self._complete:
+                raise ValueError(
+                    f"the workload does not determine the marginal on {subset}: the residual on {sub} is "
+                    "measured only where the queries need it"
+                )
+        return self._marginals.marginal(attributes)
