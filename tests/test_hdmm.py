@@ -98,6 +98,7 @@ def test_gram_products_diagonal_total_match_dense():
     assert np.allclose(gram.dense(), V)
     assert Gram([(1.0, Total(4)), (2.0, Ones(3, 4) * 2.0)]).total_only
     assert Gram([(1.0, Total(4)), (2.0, Identity(4))]).identity_or_total
+    assert Gram([(1.0, Identity(4) * 3.0)]).identity_only and not Gram([(1.0, Total(4))]).identity_only
     assert not Gram([(1.0, Prefix(4))]).identity_or_total
 
 
@@ -225,11 +226,14 @@ def test_opt0_total_and_identity_blocks():
 
 def test_opt_kron_error_matches_dense_and_single_product_factorizes():
     W = VStack([Kronecker([Prefix(6), Identity(4)]), Kronecker([Total(6), AllRange(4)]) * 2.0])
+    repeated = VStack([Kronecker([Prefix(5), Identity(3), Total(2)]), Kronecker([Prefix(5), Total(3), Identity(2)]) * 0.5,
+                       Kronecker([Total(5), Identity(3), Identity(2)])])  # blocks shared between products
     for noise in ("laplace", "gaussian"):
-        strategy = opt_kron(W, noise, seed=1)
-        assert isinstance(strategy, KroneckerStrategy)
-        assert strategy.expected_error() == pytest.approx(dense_error(W, strategy.matrix, noise), rel=1e-8)
-        assert strategy.expected_error() < identity_strategy(W, noise).expected_error()
+        for workload in (W, repeated):
+            strategy = opt_kron(workload, noise, seed=1)
+            assert isinstance(strategy, KroneckerStrategy)
+            assert strategy.expected_error() == pytest.approx(dense_error(workload, strategy.matrix, noise), rel=1e-8)
+            assert strategy.expected_error() <= identity_strategy(workload, noise).expected_error()
     product = Kronecker([AllRange(8), Prefix(6)])
     strategy = opt_kron(product, seed=2)
     factor_errors = [opt_0(f, seed=2).expected_error() / 2 for f in product.factors]

@@ -11,7 +11,7 @@ except ``dense()``, which only the O(n^3) Gaussian initialization and tests call
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 
 import numpy as np
@@ -106,9 +106,45 @@ class Gram:
         return all(is_identity_or_total(W) for _, W in self.parts)
 
     @property
+    def identity_only(self) -> bool:
+        """V is a multiple of the identity: every block is an identity."""
+        return all(isinstance(_unweighted(W), Identity) for _, W in self.parts)
+
+    @property
     def total_only(self) -> bool:
         """V is a multiple of the all-ones matrix: every block is all-ones."""
         return all(isinstance(_unweighted(W), Ones) for _, W in self.parts)
 
     def dense(self) -> np.ndarray:
         return sum(c * G.dense() for (c, _), G in zip(self.parts, self._grams))
+
+
+class AttributeBlocks:
+    """The distinct workload blocks of each attribute of a union of products.
+
+    Products repeat blocks (a marginal workload has only I and T per attribute), so factor
+    errors and surrogate Grams are computed once per distinct block, not once per product.
+    """
+
+    def __init__(self, terms: Sequence[Term]):
+        d = len(terms[0][1])
+        self.index = np.zeros((len(terms), d), dtype=np.int64)
+        self.blocks: list[list[Matrix]] = [[] for _ in range(d)]
+        for i in range(d):
+            seen: dict[str, int] = {}
+            for j, (_, factors) in enumerate(terms):
+                key = factors[i].to_spec().model_dump_json()
+                if key not in seen:
+                    seen[key] = len(self.blocks[i])
+                    self.blocks[i].append(factors[i])
+                self.index[j, i] = seen[key]
+        self.grams = [[Gram.of(block) for block in blocks] for blocks in self.blocks]
+
+    def errors(self, i: int, error_of: Callable[[Gram], float]) -> np.ndarray:
+        """error_of(Gram of W_i^(j)) for every product j."""
+        return np.array([error_of(g) for g in self.grams[i]])[self.index[:, i]]
+
+    def surrogate(self, i: int, coefficients: np.ndarray) -> Gram:
+        """sum_j coefficients_j (W_i^(j))^T W_i^(j), one part per distinct block."""
+        summed = np.bincount(self.index[:, i], weights=coefficients, minlength=len(self.blocks[i]))
+        return Gram(list(zip(summed, self.blocks[i])))

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kernel.matrix import Identity, Kronecker, Matrix
-from operators.selection.hdmm.gram import Gram, Term, product_terms
+from operators.selection.hdmm.gram import AttributeBlocks, Gram, Term, product_terms
 from operators.selection.hdmm.opt0 import factor_error, optimize_factor
 from operators.selection.hdmm.strategies import KroneckerStrategy, UnionStrategy, noise_constant
 from operators.selection.strategy import Noise
@@ -78,17 +78,16 @@ def kron_factors(
     """
     sizes = [f.shape[1] for f in terms[0][1]]
     weights2 = np.array([w * w for w, _ in terms])
-    grams = [[Gram.of(f) for f in factors] for _, factors in terms]
+    blocks = AttributeBlocks(terms)
     factors: list[Matrix] = [Identity(n) for n in sizes]
-    errors = np.array([[g.trace for g in row] for row in grams])  # k x d, identity factors
+    errors = np.column_stack([blocks.errors(i, lambda g: g.trace) for i in range(len(sizes))])  # k x d
     total = float(weights2 @ np.prod(errors, axis=1))
     for _ in range(1 if len(terms) == 1 else PASSES):
         previous = total
         for i in range(len(sizes)):
             coefficients = weights2 * np.prod(np.delete(errors, i, axis=1), axis=1)
-            surrogate = Gram([(c, factors_j[i]) for c, (_, factors_j) in zip(coefficients, terms)])
-            candidate = optimize_factor(surrogate, noise, rng, p=p, start=factors[i])
-            candidate_errors = np.array([factor_error(candidate, row[i], noise) for row in grams])
+            candidate = optimize_factor(blocks.surrogate(i, coefficients), noise, rng, p=p, start=factors[i])
+            candidate_errors = blocks.errors(i, lambda g: factor_error(candidate, g, noise))
             if coefficients @ candidate_errors < coefficients @ errors[:, i]:
                 factors[i], errors[:, i] = candidate, candidate_errors
         total = float(weights2 @ np.prod(errors, axis=1))

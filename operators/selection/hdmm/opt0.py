@@ -132,16 +132,19 @@ def optimize_factor(
 ) -> Matrix:
     """OPT_0 on one attribute's Gram: a sensitivity-normalized strategy block.
 
-    All-ones Grams get Total (optimal: its error is the rank-one bound). Laplace returns a
-    p-Identity (p = 1 for I/T predicates, n/16 otherwise), the best of ``restarts`` random
-    starts plus ``start`` when it is a p-Identity of the right shape; Gaussian returns the
-    Cholesky factor of the convex optimum (deterministic, so restarts do not apply).
+    All-ones Grams get Total and multiples of I get I (both optimal: they attain the SVD
+    bound). Otherwise Laplace returns a p-Identity (p = 1 for I/T predicates, else default_p),
+    the best of ``restarts`` random starts plus ``start`` when it is a p-Identity of the right
+    shape; Gaussian returns the Cholesky factor of the convex optimum (deterministic, so
+    restarts do not apply).
     ``maxiter`` caps L-BFGS-B iterations (default LAPLACE_MAXITER / GAUSSIAN_MAXITER).
     """
     if noise not in ("laplace", "gaussian"):
         raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
     if gram.total_only:
         return Total(gram.n)
+    if gram.identity_only:
+        return Identity(gram.n)
     with single_threaded_blas():
         if noise == "gaussian":
             return _gaussian_factor(gram, maxiter or GAUSSIAN_MAXITER)

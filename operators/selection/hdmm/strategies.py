@@ -10,7 +10,6 @@ best linear unbiased estimate uses all the measurements).
 
 from __future__ import annotations
 
-import math
 from abc import abstractmethod
 from collections.abc import Sequence
 
@@ -19,7 +18,7 @@ from scipy.sparse.linalg import LinearOperator, lsmr
 
 from kernel.matrix import Kronecker, Marginals, Matrix, VStack
 from operators.selection.hdmm import marginals as marg
-from operators.selection.hdmm.gram import Gram, Term, is_identity_or_total, product_terms
+from operators.selection.hdmm.gram import AttributeBlocks, Term, is_identity_or_total, product_terms
 from operators.selection.hdmm.opt0 import factor_error
 from operators.selection.strategy import Noise, Strategy
 
@@ -97,10 +96,10 @@ class KroneckerStrategy(HDMMStrategy):
         self.factors = list(factors)
         if [f.shape[1] for f in self.factors] != [f.shape[1] for f in terms[0][1]]:
             raise ValueError("strategy factors must match the workload's attribute sizes")
-        error = noise_constant(noise) * sum(
-            weight**2 * math.prod(factor_error(A, Gram.of(Wi), noise) for A, Wi in zip(self.factors, factors_j))
-            for weight, factors_j in terms
-        )
+        blocks = AttributeBlocks(terms)
+        errors = [blocks.errors(i, lambda g, A=A: factor_error(A, g, noise)) for i, A in enumerate(self.factors)]
+        weights2 = np.array([w * w for w, _ in terms])
+        error = noise_constant(noise) * float(weights2 @ np.prod(np.column_stack(errors), axis=1))
         matrix = self.factors[0] if len(self.factors) == 1 else Kronecker(self.factors)
         super().__init__(workload, matrix, noise, error, optimizer)
 
