@@ -21,11 +21,12 @@ from operators.selection.classic import (
     uniform_grid,
 )
 from operators.selection.hdmm import hdmm
+from operators.selection.query_smasher import QuerySmasherStrategy, query_class_workload, query_smasher
 from operators.selection.residual_planner import ResidualPlannerStrategy, residual_planner
 from operators.selection.strategy import Noise, Strategy
 
 __all__ = [
-    "Noise", "ResidualPlannerStrategy", "Strategy", "adaptive_grid_level1", "adaptive_grid_level2", "greedy_h", "h2",
+    "Noise", "QuerySmasherStrategy", "ResidualPlannerStrategy", "Strategy", "adaptive_grid_level1", "adaptive_grid_level2", "greedy_h", "h2",
     "hb", "hb_branching", "hdmm", "identity", "mwem_h2_augmentation", "prefix", "privelet", "quadtree",
-    "residual_planner", "stripe", "total", "uniform_grid",
+    "query_class_workload", "query_smasher", "residual_planner", "stripe", "total", "uniform_grid",
 ]
