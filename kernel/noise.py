@@ -16,7 +16,7 @@ _MANTISSA = 2.0**-53
 
 
 class NoiseSource:
-    """Uniform randomness: the OS CSPRNG by default, or a seeded generator on explicit request."""
+    """Random 64-bit words: the OS CSPRNG by default, or a seeded generator on explicit request."""
 
     def __init__(self) -> None:
         self._generator: np.random.Generator | None = None
@@ -32,13 +32,20 @@ class NoiseSource:
     def is_seeded(self) -> bool:
         return self._generator is not None
 
+    def words(self, size: int) -> np.ndarray:
+        """``size`` uniformly random uint64 words."""
+        if self._generator is not None:
+            return self._generator.integers(0, 2**64, size=size, dtype=np.uint64, endpoint=False)
+        return np.frombuffer(os.urandom(8 * size), dtype=np.uint64)
+
     def uniform(self, size: int) -> np.ndarray:
         """Uniform doubles in the open interval (0, 1), 53 random bits each."""
-        if self._generator is not None:
-            bits = self._generator.integers(0, 2**53, size=size, dtype=np.uint64)
-        else:
-            bits = np.frombuffer(os.urandom(8 * size), dtype=np.uint64) >> np.uint64(11)
-        return (bits.astype(np.float64) + 0.5) * _MANTISSA
+        return _open_unit(self.words(size))
+
+
+def _open_unit(words: np.ndarray) -> np.ndarray:
+    """The top 53 bits of each word as a double strictly between 0 and 1."""
+    return ((words >> np.uint64(11)).astype(np.float64) + 0.5) * _MANTISSA
 
 
 def _check_scale(name: str, value: float) -> float:
@@ -49,14 +56,19 @@ def _check_scale(name: str, value: float) -> float:
 
 
 def discrete_laplace(source: NoiseSource, t: float, size: int) -> np.ndarray:
-    """int64 samples with P(z) proportional to exp(-|z| / t): a difference of two geometric variables.
+    """int64 samples with P(z) proportional to exp(-|z| / t), one random word each.
 
-    floor(t E) with E ~ Exp(1) is geometric: P(floor(t E) >= k) = exp(-k / t).
+    With p = exp(-1/t): P(|Z| >= k) = 2 p^k / (1 + p) for k >= 1, so for uniform U,
+    |Z| = max(0, floor(-t log(U (1 + p) / 2))) by inversion; the word's lowest bit (unused by
+    U, which takes the top 53) gives the sign.
     """
     t = _check_scale("discrete Laplace scale", t)
-    exponentials = -np.log(source.uniform(2 * size)).reshape(2, size)
-    geometric = np.floor(t * exponentials).astype(np.int64)
-    return geometric[0] - geometric[1]
+    words = source.words(size)
+    p = math.exp(-1.0 / t)
+    magnitude = np.floor(-t * np.log(_open_unit(words) * ((1.0 + p) / 2.0)))
+    np.maximum(magnitude, 0.0, out=magnitude)
+    sign = 1 - 2 * (words & np.uint64(1)).astype(np.int64)
+    return sign * magnitude.astype(np.int64)
 
 
 def discrete_gaussian(source: NoiseSource, sigma: float, size: int) -> np.ndarray:

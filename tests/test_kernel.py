@@ -310,3 +310,19 @@ def test_released_noise_has_the_stated_scale_and_the_test_has_power(noise):
     assert _scale_accepted(residuals, answer.scale, noise)
     assert not _scale_accepted(residuals, 0.7 * answer.scale, noise)
     assert not _scale_accepted(residuals, 1.3 * answer.scale, noise)
+
+
+def test_worst_approx_charges_its_epsilon_and_favours_the_worst_query():
+    s = session(budget=ek.PureDP(100), seed=9)
+    x = s.source.project(["age"]).vectorize()
+    truth = np.bincount(table()["age"], minlength=8)
+    estimate = truth.astype(float)
+    estimate[5] += 60  # query 5 is badly approximated
+    picks = [x.worst_approx(Identity(8), estimate, 1) for _ in range(50)]
+    assert np.mean(np.array(picks) == 5) > 0.9
+    assert s.budget.spent == ek.PureDP(50)
+    zcdp = session(budget=ek.ZCDP(1)).source.vectorize()
+    zcdp.worst_approx(Identity(zcdp.size), np.zeros(zcdp.size), 1)
+    assert zcdp.session.budget.spent == ek.ZCDP("1/8")  # eps-DP exponential mechanism is eps^2/8-zCDP
+    with pytest.raises(InvalidRequestError, match="estimate must be"):
+        x.worst_approx(Identity(8), np.zeros(3), 1)
