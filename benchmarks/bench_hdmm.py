@@ -54,7 +54,7 @@ def opt0_laplace_allrange_1024():
 
 
 def opt0_laplace_allrange_4096():
-    for maxiter in (500, None):
+    for maxiter in (800, None):
         strategy, timing = _timed(opt_0, AllRange(4096), "laplace", restarts=1, seed=0, maxiter=maxiter)
         _report(f"opt0_laplace_allrange_4096_maxiter{maxiter or 'default'}", strategy, timing, target_rmse=14.38,
                 target_seconds=60, restarts=1, p=strategy.matrix.theta.shape[0])

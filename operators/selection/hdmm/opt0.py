@@ -34,7 +34,7 @@ import scipy.linalg
 import scipy.linalg.blas
 from scipy.optimize import Bounds, minimize
 
-from kernel.matrix import Dense, Diagonal, Identity, Matrix, Ones, Product, Sum, Total, VStack
+from kernel.matrix import Dense, Diagonal, HStack, Identity, Matrix, Ones, Product, Sum, Total, VStack
 from operators.selection.hdmm.blas import single_threaded_blas
 from operators.selection.hdmm.gram import Gram
 from operators.selection.strategy import Noise
@@ -62,12 +62,18 @@ class PIdentity(VStack):
         super().__init__([Diagonal(1.0 / self.scale), Dense(theta / self.scale)])
 
     def pinv(self) -> Matrix:
-        """(A^T A)^{-1} A^T = S (I - Theta^T M^{-1} Theta) S A^T, applied in O((n + p) p) per column."""
+        """A^+ [y1; y2] = S (y1 + Theta^T M^{-1} (y2 - Theta y1)), M = I + Theta Theta^T: O((n + p) p) per column.
+
+        Same as S (I + Theta^T Theta)^{-1} (y1 + Theta^T y2), but without forming Theta^T y2:
+        optimized Theta can have entries ~1e6 (cells measured only through Theta), where the
+        Woodbury form cancels large terms (error 7e-5 against 8e-11 here, on AllRange(12)).
+        """
         theta = self.theta
-        m_inv = np.linalg.inv(np.eye(theta.shape[0]) + theta @ theta.T)
-        low_rank = Product([Dense(-theta.T), Dense(m_inv @ theta)])
-        S = Diagonal(self.scale)
-        return Product([S, Sum([Identity(theta.shape[1]), low_rank]), S, self.T])
+        p, n = theta.shape
+        m_inv_theta = scipy.linalg.solve(np.eye(p) + theta @ theta.T, theta, assume_a="pos")
+        select = HStack([Identity(n), Ones(n, p) * 0.0])
+        correction = Product([Dense(m_inv_theta.T), HStack([Dense(-theta), Identity(p)])])
+        return Product([Diagonal(self.scale), Sum([select, correction])])
 
 
 def pidentity_loss(theta: np.ndarray, gram: Gram) -> tuple[float, np.ndarray]:
@@ -176,7 +182,10 @@ def _minimize_pidentity(theta0: np.ndarray, gram: Gram, maxiter: int) -> tuple[n
 
     result = minimize(
         fun, theta0.ravel(), jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf),
-        options={"maxiter": maxiter, "ftol": 1e-8, "gtol": 1e-12},
+        # 5 correction pairs instead of 10: same RMSE on AllRange(1024) after 1000 steps, and on
+        # AllRange(4096) 14.48 after 500 steps in 32 s against 14.52 in 41 s (L-BFGS-B's own work
+        # grows with the pairs and dominates the step at 5e5 variables).
+        options={"maxiter": maxiter, "ftol": 1e-8, "gtol": 1e-12, "maxcor": 5},
     )
     theta = np.maximum(result.x.reshape(shape), 0.0)
     return theta, pidentity_loss(theta, gram)[0]
