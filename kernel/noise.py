@@ -7,12 +7,15 @@ Samplers are vectorized with numpy; released values are integers (codes on a pub
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 _MANTISSA = 2.0**-53
+_PARALLEL_MIN = 1 << 20
 
 
 class NoiseSource:
@@ -45,7 +48,10 @@ class NoiseSource:
 
 def _open_unit(words: np.ndarray) -> np.ndarray:
     """The top 53 bits of each word as a double strictly between 0 and 1."""
-    return ((words >> np.uint64(11)).astype(np.float64) + 0.5) * _MANTISSA
+    unit = (words >> np.uint64(11)).view(np.int64).astype(np.float64)  # int64 converts faster than uint64
+    unit += 0.5
+    unit *= _MANTISSA
+    return unit
 
 
 def _check_scale(name: str, value: float) -> float:
@@ -55,6 +61,26 @@ def _check_scale(name: str, value: float) -> float:
     return value
 
 
+def _parallel(sampler):
+    """Run large secure draws in chunks on all cores (numpy and os.urandom release the GIL).
+
+    Seeded sources stay serial so that their streams are reproducible.
+    """
+
+    @functools.wraps(sampler)
+    def draw(source: NoiseSource, scale: float, size: int) -> np.ndarray:
+        workers = os.cpu_count() or 1
+        if source.is_seeded or workers < 2 or size < _PARALLEL_MIN:
+            return sampler(source, scale, size)
+        bounds = np.linspace(0, size, workers + 1).astype(int)
+        with ThreadPoolExecutor(workers) as pool:
+            parts = pool.map(lambda n: sampler(source, scale, n), np.diff(bounds))
+            return np.concatenate(list(parts))
+
+    return draw
+
+
+@_parallel
 def discrete_laplace(source: NoiseSource, t: float, size: int) -> np.ndarray:
     """int64 samples with P(z) proportional to exp(-|z| / t), one random word each.
 
@@ -65,12 +91,18 @@ def discrete_laplace(source: NoiseSource, t: float, size: int) -> np.ndarray:
     t = _check_scale("discrete Laplace scale", t)
     words = source.words(size)
     p = math.exp(-1.0 / t)
-    magnitude = np.floor(-t * np.log(_open_unit(words) * ((1.0 + p) / 2.0)))
+    magnitude = _open_unit(words)
+    np.log(magnitude, out=magnitude)
+    magnitude += math.log((1.0 + p) / 2.0)
+    magnitude *= -t
+    np.floor(magnitude, out=magnitude)
     np.maximum(magnitude, 0.0, out=magnitude)
-    sign = 1 - 2 * (words & np.uint64(1)).astype(np.int64)
-    return sign * magnitude.astype(np.int64)
+    codes = magnitude.astype(np.int64)
+    np.negative(codes, out=codes, where=(words & np.uint64(1)).astype(bool))
+    return codes
 
 
+@_parallel
 def discrete_gaussian(source: NoiseSource, sigma: float, size: int) -> np.ndarray:
     """int64 samples with P(z) proportional to exp(-z^2 / (2 sigma^2)).
 
@@ -83,7 +115,7 @@ def discrete_gaussian(source: NoiseSource, sigma: float, size: int) -> np.ndarra
     filled = 0
     while filled < size:
         batch = max(1024, int(1.6 * (size - filled)))
-        y = discrete_laplace(source, t, batch)
+        y = discrete_laplace.__wrapped__(source, t, batch)  # already inside a worker
         accept = source.uniform(batch) < np.exp(-((np.abs(y) - sigma**2 / t) ** 2) / (2 * sigma**2))
         kept = y[accept][: size - filled]
         out[filled : filled + kept.size] = kept
