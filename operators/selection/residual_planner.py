@@ -39,6 +39,7 @@ import scipy.optimize
 import scipy.sparse as sp
 
 from kernel.domain import Domain, DomainLike, as_domain
+from operators.linalg import preconditioned_cg
 from operators.residual import (
     ResidualReconstruction,
     Subset,
@@ -266,7 +267,7 @@ def solve_max_variance(
         direction[fixed] = -grad[fixed] / diag[fixed]
         if np.any(free):
             forcing = min(0.1, math.sqrt(max((f - lower) / f, 0.0)))
-            direction[free] = _pcg(hess, -grad[free], diag[free], forcing)
+            direction[free] = preconditioned_cg(hess, -grad[free], 1.0 / diag[free], forcing, max_iter=500)
         alpha, accepted = 1.0, False
         for _ in range(60):
             z_new = z + alpha * direction
@@ -307,33 +308,6 @@ def _raise_to_bounds(
             break
         t = t * np.maximum(factor, 1.0)
     return t
-
-
-def _pcg(
-    hess: Callable[[np.ndarray], np.ndarray], rhs: np.ndarray, diag: np.ndarray, rtol: float, max_iter: int = 500
-) -> np.ndarray:
-    """Jacobi-preconditioned conjugate gradients for ``hess(x) = rhs`` (positive definite)."""
-    x = np.zeros_like(rhs)
-    r = rhs.copy()
-    zr = r / diag
-    d = zr.copy()
-    rz = r @ zr
-    stop = rtol * math.sqrt(rhs @ rhs)
-    for _ in range(max_iter):
-        if math.sqrt(r @ r) <= stop:
-            break
-        hd = hess(d)
-        curvature = d @ hd
-        if curvature <= 0:
-            break
-        alpha = rz / curvature
-        x += alpha * d
-        r -= alpha * hd
-        zr = r / diag
-        rz_new = r @ zr
-        d = zr + (rz_new / rz) * d
-        rz = rz_new
-    return x
 
 
 def _select_max(problem: ResidualProblem, weights: np.ndarray) -> np.ndarray:

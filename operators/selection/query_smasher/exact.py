@@ -35,6 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
+from operators.linalg import preconditioned_cg
 from operators.selection.query_smasher.solutions import DenseSolution
 
 #: Eigenvalues of G below this fraction of the largest count as zero (outside the range).
@@ -102,26 +103,7 @@ def _newton_direction(p: _Point, free: np.ndarray, fixed: np.ndarray, damping: f
 
     rhs = np.where(free, p.grad, 0.0)
     precond = np.where(free, 1.0 / ((1.0 + damping) * h0), 0.0)
-    x = np.zeros_like(rhs)
-    r = rhs.copy()
-    y = precond * r
-    d = y.copy()
-    ry = r @ y
-    stop = rtol * math.sqrt(rhs @ rhs)
-    for _ in range(CG_MAX_ITER):
-        if math.sqrt(r @ r) <= stop:
-            break
-        hd = hess(d)
-        curvature = d @ hd
-        if curvature <= 0:
-            break
-        alpha = ry / curvature
-        x += alpha * d
-        r -= alpha * hd
-        y = precond * r
-        ry_new = r @ y
-        d = y + (ry_new / ry) * d
-        ry = ry_new
+    x = preconditioned_cg(hess, rhs, precond, rtol, CG_MAX_ITER)
     return np.where(free, x, np.where(fixed, 0.0, p.grad / h0))
 
 
