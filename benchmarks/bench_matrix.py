@@ -27,10 +27,14 @@ def kron_matvec_1e8() -> dict:
                Hierarchical(10, 2).T @ Hierarchical(10, 2), Dense(rng.normal(size=(10, 10))), Prefix(10), Identity(10)]
     K = Kronecker(factors)
     x = rng.random(K.shape[1])
-    start = time.perf_counter()
-    y = K @ x
-    seconds = time.perf_counter() - start
-    return {"cells": K.shape[1], "matvec_seconds": round(seconds, 3), "checksum": float(y[:5].sum())}
+    times = []
+    for _ in range(3):  # the first product also pays the VM's first touch of its 1.6 GB of work buffers
+        start = time.perf_counter()
+        y = K @ x
+        times.append(time.perf_counter() - start)
+        del y
+    return {"cells": K.shape[1], "matvec_seconds_first": round(times[0], 3),
+            "matvec_seconds_repeated": round(min(times[1:]), 3)}
 
 
 def gram_allrange_8192_structured() -> dict:

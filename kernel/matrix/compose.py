@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from functools import cached_property, reduce
 
 import numpy as np
 
 from kernel.matrix.base import Matrix, Norm, _check_norm
 from kernel.matrix.blocks import Identity, Total
+from kernel.matrix.threads import single_threaded_blas
 
 
 #: Factors with at most this many entries are applied as dense blocks.
@@ -58,14 +60,15 @@ class Kronecker(Matrix):
             peak = max(peak, size)
         # Two buffers used in turn: new memory is touched once, not once per factor.
         buffers = [np.empty(peak), np.empty(peak)]
-        for step, (f, dense) in enumerate(zip(reversed(self.factors), reversed(self._small_dense))):
-            view = Z.reshape(-1, f.shape[inner]).T
-            if dense is None:
-                Z = (f._rmatmat(view) if transpose else f._matmat(view)).reshape(-1)
-                continue
-            out = buffers[step % 2][: f.shape[outer] * view.shape[1]].reshape(f.shape[outer], view.shape[1])
-            np.matmul(dense.T if transpose else dense, view, out=out)
-            Z = out.reshape(-1)
+        with single_threaded_blas() if peak >= 1 << 20 else nullcontext():  # skinny GEMMs are memory-bound
+            for step, (f, dense) in enumerate(zip(reversed(self.factors), reversed(self._small_dense))):
+                view = Z.reshape(-1, f.shape[inner]).T
+                if dense is None:
+                    Z = (f._rmatmat(view) if transpose else f._matmat(view)).reshape(-1)
+                    continue
+                out = buffers[step % 2][: f.shape[outer] * view.shape[1]].reshape(f.shape[outer], view.shape[1])
+                np.matmul(dense.T if transpose else dense, view, out=out)
+                Z = out.reshape(-1)
         return Z.reshape(-1, k)
 
     def _matmat(self, X):

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.optimize import Bounds, minimize
 
-from operators.selection.hdmm.blas import single_threaded_blas
+from kernel.matrix.threads import single_threaded_blas
 from operators.selection.hdmm.gram import Gram, Term
 from operators.selection.strategy import Noise
 
@@ -210,7 +210,7 @@ def _minimize(theta0: np.ndarray, objective: MarginalObjective) -> tuple[np.ndar
         return loss, grad.ravel()
 
     result = minimize(fun, theta0.ravel(), jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf),
-                      options={"maxiter": MAXITER, "ftol": 1e-12, "gtol": 1e-12})
+                      options={"maxiter": MAXITER, "ftol": 1e-12, "gtol": 1e-12, "maxcor": 5})
     theta = np.maximum(result.x.reshape(shape), 0.0)
     return theta, objective(theta)[0]
 

@@ -35,7 +35,7 @@ import scipy.linalg.blas
 from scipy.optimize import Bounds, minimize
 
 from kernel.matrix import Dense, Diagonal, HStack, Identity, Matrix, Ones, Product, Sum, Total, VStack
-from operators.selection.hdmm.blas import single_threaded_blas
+from kernel.matrix.threads import single_threaded_blas
 from operators.selection.hdmm.gram import Gram
 from operators.selection.strategy import Noise
 

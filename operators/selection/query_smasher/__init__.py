@@ -26,7 +26,8 @@ from operators.selection.query_smasher.classes import (
     random_queries,
 )
 from operators.selection.query_smasher.decompose import GramStore, QueryMatrix, as_entry, decompose
-from operators.selection.query_smasher.select import Solver, one_blas_thread, select_solutions
+from kernel.matrix.threads import single_threaded_blas
+from operators.selection.query_smasher.select import Solver, select_solutions
 from operators.selection.query_smasher.strategy import QueryReconstruction, QuerySmasherStrategy
 from operators.selection.residual_planner import BudgetLike
 
@@ -68,7 +69,7 @@ def query_smasher(
         raise ValueError(f"{len(weights)} weights for {len(items)} workload items")
     entries = [as_entry(domain, attributes, matrix, w) for (attributes, matrix), w in zip(items, weights)]
     store = GramStore()
-    with one_blas_thread():  # small dense algebra throughout: threads only add synchronisation
+    with single_threaded_blas():  # small dense algebra throughout: threads only add synchronisation
         solutions = select_solutions(decompose(domain, entries, store), store, solver, tol, workers)
     strategy = QuerySmasherStrategy(domain, entries, solutions, solver)
     return strategy if budget is None else strategy.scaled(budget)

@@ -18,7 +18,6 @@ solve on 2 loaded cores), in a process pool when there are many.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 from collections.abc import Hashable
@@ -26,6 +25,8 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Literal
 
 import numpy as np
+
+from kernel.matrix.threads import single_threaded_blas
 
 from operators.residual import residual_pcost
 from operators.selection.query_smasher.decompose import GramStore, Parts, Subset, Subworkload, canonical_key
@@ -154,18 +155,9 @@ def _solve_one(problem: tuple[np.ndarray, tuple[int, ...], float]) -> DenseSolut
     return solve_exact(gram, shape, tol=tol)
 
 
-def one_blas_thread() -> contextlib.AbstractContextManager:
-    """A context limiting BLAS to one thread (threadpoolctl, if installed)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # optional: without it BLAS keeps its default threads
-        return contextlib.nullcontext()
-    return threadpool_limits(1)
-
-
 def _pool_initializer() -> None:
     global _LIMITS
-    _LIMITS = one_blas_thread()
+    _LIMITS = single_threaded_blas()
 
 
 def _solve_all(
@@ -182,7 +174,7 @@ def _solve_all(
         workers = min(POOL_WORKERS, os.cpu_count() or 1) if many else 1
     jobs = [(g, s, tol) for g, s in problems]
     if workers <= 1 or len(jobs) < 2:
-        with one_blas_thread():
+        with single_threaded_blas():
             return [_solve_one(job) for job in jobs]
     order = sorted(range(len(jobs)), key=lambda i: -jobs[i][0].shape[0])
     out: list[DenseSolution | None] = [None] * len(jobs)
