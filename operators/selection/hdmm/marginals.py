@@ -209,6 +209,8 @@ def _minimize(theta0: np.ndarray, objective: MarginalObjective) -> tuple[np.ndar
         loss, grad = objective(flat.reshape(shape))
         return loss, grad.ravel()
 
+    # 5 correction pairs: a random start on 2^20 points took 30 s instead of 45 s with 10, to a
+    # slightly lower error; Example 17 reaches its optimum as often.
     result = minimize(fun, theta0.ravel(), jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf),
                       options={"maxiter": MAXITER, "ftol": 1e-12, "gtol": 1e-12, "maxcor": 5})
     theta = np.maximum(result.x.reshape(shape), 0.0)
