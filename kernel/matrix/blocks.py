@@ -374,13 +374,16 @@ class AllRange(Intervals):
         return (j + 1) * (self.n - j)
 
     def _gram_matmat(self, X):
-        # G_ij = (min(i,j)+1)(n - max(i,j)): two running sums, O(n k).
+        # G_ij = (min(i,j)+1)(n - max(i,j)): two forward running sums, O(n k), no reversed copies.
         n = self.n
         j = np.arange(n, dtype=np.float64)[:, None]
         below = np.cumsum((j + 1) * X, axis=0)  # sum_{j <= i} (j+1) x_j
-        above = np.zeros_like(below)
-        above[:-1] = np.cumsum(((n - j) * X)[::-1], axis=0)[::-1][1:]  # sum_{j > i} (n-j) x_j
-        return (n - j) * below + (j + 1) * above
+        above = np.cumsum((n - j) * X, axis=0)
+        above -= above[-1]  # -(sum_{j > i} (n-j) x_j)
+        above *= -(j + 1)
+        below *= n - j
+        below += above
+        return below
 
     def _gram_dense(self):
         low, high = _index_grid(self.n)
