@@ -20,7 +20,13 @@ from typing import Annotated, Literal, Union
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+import scipy.sparse as sp
+
 from kernel.matrix.base import Matrix, Product, Sum, Transpose, Weighted
+from kernel.matrix.blocks import AllRange, Diagonal, Haar, Hierarchical, Identity, Intervals, Ones, Prefix, Suffix, WidthRange
+from kernel.matrix.compose import HStack, Kronecker, Marginals, VStack
+from kernel.matrix.dense import Dense, Sparse
+from kernel.matrix.ranges import Ranges
 
 _DTYPES = {"float64": np.dtype("<f8"), "int64": np.dtype("<i8")}
 
@@ -64,8 +70,6 @@ class IdentitySpec(_Spec):
     n: Size
 
     def build(self) -> Matrix:
-        from kernel.matrix.blocks import Identity
-
         return Identity(self.n)
 
 
@@ -75,8 +79,6 @@ class OnesSpec(_Spec):
     cols: Size
 
     def build(self) -> Matrix:
-        from kernel.matrix.blocks import Ones
-
         return Ones(self.rows, self.cols)
 
 
@@ -85,8 +87,6 @@ class DiagonalSpec(_Spec):
     values: ArrayData
 
     def build(self) -> Matrix:
-        from kernel.matrix.blocks import Diagonal
-
         return Diagonal(self.values.array())
 
 
@@ -95,8 +95,6 @@ class PrefixSpec(_Spec):
     n: Size
 
     def build(self) -> Matrix:
-        from kernel.matrix.blocks import Prefix
-
         return Prefix(self.n)
 
 
@@ -105,8 +103,6 @@ class SuffixSpec(_Spec):
     n: Size
 
     def build(self) -> Matrix:
-        from kernel.matrix.blocks import Suffix
-
         return Suffix(self.n)
 
 
@@ -115,8 +111,6 @@ class AllRangeSpec(_Spec):
     n: Size
 
     def build(self) -> Matrix:
-        from kernel.matrix.blocks import AllRange
-
         return AllRange(self.n)
 
 
@@ -126,8 +120,6 @@ class WidthRangeSpec(_Spec):
     width: Size
 
     def build(self) -> Matrix:
-        from kernel.matrix.blocks import WidthRange
-
         return WidthRange(self.n, self.width)
 
 
@@ -138,8 +130,6 @@ class IntervalsSpec(_Spec):
     hi: ArrayData
 
     def build(self) -> Matrix:
-        from kernel.matrix.blocks import Intervals
-
         return Intervals(self.n, self.lo.array(), self.hi.array())
 
 
@@ -150,8 +140,6 @@ class RangesSpec(_Spec):
     hi: ArrayData
 
     def build(self) -> Matrix:
-        from kernel.matrix.ranges import Ranges
-
         return Ranges(self.shape, self.lo.array(), self.hi.array())
 
 
@@ -162,8 +150,6 @@ class HierarchicalSpec(_Spec):
     include_root: bool = True
 
     def build(self) -> Matrix:
-        from kernel.matrix.blocks import Hierarchical
-
         return Hierarchical(self.n, self.branching, self.include_root)
 
 
@@ -172,8 +158,6 @@ class HaarSpec(_Spec):
     n: Size
 
     def build(self) -> Matrix:
-        from kernel.matrix.blocks import Haar
-
         return Haar(self.n)
 
 
@@ -182,8 +166,6 @@ class DenseSpec(_Spec):
     data: ArrayData
 
     def build(self) -> Matrix:
-        from kernel.matrix.dense import Dense
-
         return Dense(self.data.array())
 
 
@@ -197,8 +179,6 @@ class SparseSpec(_Spec):
 
     def build(self) -> Matrix:
         import scipy.sparse as sp
-
-        from kernel.matrix.dense import Sparse
 
         indices, indptr = self.indices.array(), self.indptr.array()
         if indptr.shape != (self.rows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
@@ -217,8 +197,6 @@ class MarginalsSpec(_Spec):
     weights: list[float]
 
     def build(self) -> Matrix:
-        from kernel.matrix.compose import Marginals
-
         if len(self.subsets) != len(self.weights):
             raise ValueError("marginals spec: one weight per subset")
         return Marginals(self.sizes, {tuple(s): w for s, w in zip(self.subsets, self.weights)})
@@ -229,8 +207,6 @@ class KroneckerSpec(_Spec):
     factors: list[MatrixSpec] = Field(min_length=1)
 
     def build(self) -> Matrix:
-        from kernel.matrix.compose import Kronecker
-
         return Kronecker([f.build() for f in self.factors])
 
 
@@ -239,8 +215,6 @@ class VStackSpec(_Spec):
     blocks: list[MatrixSpec] = Field(min_length=1)
 
     def build(self) -> Matrix:
-        from kernel.matrix.compose import VStack
-
         return VStack([b.build() for b in self.blocks])
 
 
@@ -249,8 +223,6 @@ class HStackSpec(_Spec):
     blocks: list[MatrixSpec] = Field(min_length=1)
 
     def build(self) -> Matrix:
-        from kernel.matrix.compose import HStack
-
         return HStack([b.build() for b in self.blocks])
 
 
@@ -294,8 +266,6 @@ class GramSpec(_Spec):
     base: MatrixSpec
 
     def build(self) -> Matrix:
-        from kernel.matrix.blocks import Intervals
-
         base = self.base.build()
         if not isinstance(base, Intervals):
             raise ValueError("gram spec: only interval matrices have a structured Gram spec")
