@@ -9,7 +9,33 @@ from kernel.domain import DomainLike, as_domain
 from kernel.privacy import PureDP, ZCDP
 from kernel.server import socket_transport
 from kernel.service import Kernel
-from kernel.table import load_table
+from kernel.table import TableBackend, load_table
+
+BACKENDS = ("numpy", "duckdb", "spark")
+
+
+def open_table(table, domain: DomainLike, backend: str = "numpy", **options) -> TableBackend:
+    """The private table behind a kernel: validated into memory (numpy) or left to an engine (duckdb, spark).
+
+    ``options`` go to the engine's backend (``connection=`` for DuckDB, ``spark=`` or ``master=`` for Spark).
+    A ready ``TableBackend`` (e.g. a ``DuckDBTable`` on your own connection) is used as it is.
+    """
+    domain = as_domain(domain)
+    if isinstance(table, TableBackend):
+        if table.domain != domain:
+            raise ValueError("the table backend was made over a different domain")
+        return table
+    if backend == "duckdb":
+        from kernel.backends.duckdb import DuckDBTable
+
+        return DuckDBTable(domain, table, **options)
+    if backend == "spark":
+        from kernel.backends.spark import SparkTable
+
+        return SparkTable(domain, table, **options)
+    if backend != "numpy":
+        raise ValueError(f"unknown table backend {backend!r}; choose one of {list(BACKENDS)}")
+    return load_table(table, domain)
 
 
 def protect(
@@ -19,6 +45,7 @@ def protect(
     *,
     seed: int | None = None,
     ledger: str | Path | None = None,
+    backend: str = "numpy",
 ) -> Session:
     """Load ``table`` into an in-process kernel and return a session; ``session.source`` is the root handle.
 
@@ -27,8 +54,10 @@ def protect(
     makes answers reproducible and flags every one of them as seeded. ``ledger`` names a file that
     keeps the spent budget across restarts. In-process mode shares the analyst's Python process, so
     it protects against mistakes, not against a hostile analyst: use ``connect`` for isolation.
+    ``backend="duckdb"`` or ``"spark"`` leaves the rows to that engine (``table``: Parquet/CSV files, a
+    table name, or a Spark DataFrame); see docs/scaling.md.
     """
-    kernel = Kernel(load_table(table, as_domain(domain)), budget, seed=seed, ledger=ledger)
+    kernel = Kernel(open_table(table, domain, backend), budget, seed=seed, ledger=ledger)
     return Session(kernel.handle_json)
 
 

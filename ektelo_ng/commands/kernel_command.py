@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+from ektelo_ng.session import BACKENDS, open_table
 from kernel.domain import Domain
 from kernel.privacy import PureDP, ZCDP
 from kernel.server import make_server
 from kernel.service import Kernel
-from kernel.table import load_table
 
 
 def register(subcommands) -> None:
@@ -24,11 +25,24 @@ def register(subcommands) -> None:
         "serve",
         help="load a table and serve requests",
         description=(
-            "Load a CSV table, validate it against a domain, and answer protocol requests on an address. "
+            "Load a CSV table (or leave a Parquet/CSV file or table to DuckDB or Spark: --backend), validate it "
+            "against a domain, and answer protocol requests on an address. "
             "Analysts connect with ektelo_ng.connect(ADDRESS); their process never holds the data."
         ),
     )
-    serve.add_argument("--table", required=True, type=Path, help="CSV file with a header row of attribute names")
+    serve.add_argument(
+        "--table", required=True,
+        help="CSV file with a header row of attribute names; with --backend duckdb or spark also Parquet files "
+        "(a file, glob or directory); with spark also a URI or a catalog table name",
+    )
+    serve.add_argument(
+        "--backend", choices=BACKENDS, default="numpy",
+        help="numpy: validate the rows into this process (default); duckdb: DuckDB reads the file in-process; "
+        "spark: Spark reads it (see --spark-master)",
+    )
+    serve.add_argument(
+        "--spark-master", help="Spark master URL, e.g. spark://host:7077, yarn, local[4] (default: Spark's configuration)"
+    )
     serve.add_argument(
         "--domain", required=True, type=Path,
         help='JSON file: {"attribute": size or [labels...], ...} in attribute order',
@@ -55,9 +69,13 @@ def read_domain(path: Path) -> Domain:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    kernel = Kernel(
-        load_table(args.table, read_domain(args.domain)), parse_budget(args.budget), seed=args.seed, ledger=args.ledger
-    )
+    options = {"master": args.spark_master} if args.backend == "spark" and args.spark_master else {}
+    try:
+        table = open_table(args.table, read_domain(args.domain), args.backend, **options)
+    except ImportError as error:
+        print(f"ektelo-ng kernel: error: {error}", file=sys.stderr)
+        return 2
+    kernel = Kernel(table, parse_budget(args.budget), seed=args.seed, ledger=args.ledger)
     server = make_server(kernel, args.listen)
     address = server.server_address
     shown = f"unix:{address}" if isinstance(address, str) else f"{address[0]}:{address[1]}"

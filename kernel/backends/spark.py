@@ -1,0 +1,103 @@
+"""SparkTable: a private table read by Spark (a DataFrame, Parquet/CSV files or a catalog table), local or on a cluster.
+
+Each histogram is one ``filter(predicate).groupBy(codes).count()`` built from Column expressions: attribute
+names are quoted identifiers, values are literals (``lit``), so no SQL text is ever assembled. Validation at
+construction is one aggregation counting, per column, the rows that are not a code of the domain.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Sequence
+
+import numpy as np
+
+from kernel.backends import check_columns, check_outside, fill, leaf_codes, require, source_format
+from kernel.domain import Attribute, Domain
+from kernel.predicate import _OPS, And, Between, Compare, In, Not, Or
+from kernel.table import TableBackend
+
+
+def _code_column(attribute: Attribute, dtype, F, T):
+    """The integer code of a column as a Column: NULL where the value is not an integer (or not a label)."""
+    column = F.col("`" + attribute.name.replace("`", "``") + "`")
+    if isinstance(dtype, T.IntegralType):
+        return column
+    if isinstance(dtype, T.StringType) and attribute.labels is not None:
+        code = F  # F.when(...) starts the CASE, Column.when(...) adds its branches
+        for c, label in enumerate(attribute.labels):
+            code = code.when(F.trim(column) == F.lit(label), F.lit(c))
+        return code
+    if isinstance(dtype, T.StringType):
+        text = F.trim(column)
+        value = text.try_cast("double") if hasattr(type(text), "try_cast") else text.cast("double")  # 3.5: cast
+    elif isinstance(dtype, T.FractionalType):
+        value = column.cast("double")
+    else:
+        raise ValueError(f"column {attribute.name!r} must hold integer codes, got {dtype.simpleString()}")
+    return F.when(value.between(F.lit(0), F.lit(attribute.size - 1)) & (value == F.floor(value)), value.cast("long"))
+
+
+class SparkTable(TableBackend):
+    """``source``: a Spark DataFrame, a Parquet/CSV path, directory or URI (hdfs://, s3a://, ...), or a table name
+    in the session's catalog. ``spark``: the SparkSession (default: the active one, or a new one on ``master``,
+    e.g. ``spark://host:7077``, ``yarn``, ``k8s://...``; without a master, Spark's configuration decides).
+
+    The data must not change while the kernel serves it (validation happens once, here).
+    """
+
+    def __init__(self, domain: Domain, source, *, spark=None, master: str | None = None):
+        pyspark_sql = require("pyspark.sql", "spark")
+        F, T = pyspark_sql.functions, pyspark_sql.types
+        if isinstance(source, pyspark_sql.DataFrame):
+            frame = source
+        else:
+            builder = pyspark_sql.SparkSession.builder.appName("ektelo-ng kernel")
+            spark = spark or (builder.master(master) if master else builder).getOrCreate()
+            kind = source_format(source)
+            frame = (
+                spark.table(str(source)) if kind is None
+                else spark.read.csv(str(source), header=True, escape='"') if kind == "csv"
+                else spark.read.parquet(str(source))
+            )
+        check_columns(frame.columns, domain)
+        self._domain, self._frame, self._F = domain, frame, F
+        types = {field.name: field.dataType for field in frame.schema.fields}
+        self._codes = {a.name: _code_column(a, types[a.name], F, T) for a in domain.attributes}
+        outside = [
+            F.sum(F.when(self._codes[a.name].between(F.lit(0), F.lit(a.size - 1)), F.lit(0)).otherwise(F.lit(1)))
+            for a in domain.attributes
+        ]
+        counts = frame.agg(*outside).collect()[0]
+        check_outside(domain, {name: counts[i] or 0 for i, name in enumerate(domain.names)})
+
+    @property
+    def domain(self) -> Domain:
+        return self._domain
+
+    def histogram(self, attributes: Sequence[int], predicate=None) -> np.ndarray:
+        attributes = sorted(int(a) for a in attributes)
+        frame = self._frame if predicate is None else self._frame.filter(self._where(predicate))
+        shape = tuple(self._domain.sizes[a] for a in attributes)
+        if not attributes:
+            return fill(shape, [[frame.count()]])
+        groups = [self._codes[self._domain.names[a]].alias(f"g{i}") for i, a in enumerate(attributes)]
+        rows = frame.groupBy(*groups).count().collect()
+        return fill(shape, [tuple(row) for row in rows])
+
+    def _where(self, node):
+        if isinstance(node, (And, Or)):
+            combine = operator.and_ if isinstance(node, And) else operator.or_
+            return functools.reduce(combine, map(self._where, node.terms))
+        if isinstance(node, Not):
+            return ~self._where(node.term)
+        column = self._codes[self._domain[node.attribute].name]
+        codes = [self._F.lit(code) for code in leaf_codes(node, self._domain)]
+        if isinstance(node, Compare):
+            return _OPS[node.op](column, codes[0])
+        if isinstance(node, Between):
+            return column.between(*codes)
+        if isinstance(node, In):
+            return column.isin(*codes)
+        raise TypeError(f"unknown predicate node {type(node).__name__}")
