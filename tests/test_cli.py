@@ -60,3 +60,11 @@ def test_bad_arguments_exit_2_with_a_message(capsys):
     assert main(["select", "residual-planner", "--domain", "10x0"]) == 2
     assert main(["select", "residual-planner", "--budget", "pcost"]) == 2
     assert main(["kernel", "serve", "--table", "missing.csv", "--domain", "missing.json", "--budget", "epsilon=1"]) == 2
+
+
+def test_demo_runs_every_one_dimensional_plan_with_exactly_its_budget(capsys):
+    assert main(["demo", "--rows", "2000", "--cells", "64", "--epsilon", "1/2", "--seed", "1", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert {r["plan"] for r in rows} >= {"Identity", "HB", "H2", "Privelet", "GreedyH", "Uniform", "HDMM"}
+    assert all(r["spent"] == "1/2" and r["rmse"] == r["rmse"] for r in rows)
+    assert main(["demo", "--cells", "100"]) == 2

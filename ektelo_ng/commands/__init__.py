@@ -1,5 +1,8 @@
 """CLI subcommands; each module exposes ``register(subparsers)``."""
 
-from ektelo_ng.commands import error_command, kernel_command, run_command, select_command
+from ektelo_ng.commands import demo_command, error_command, kernel_command, run_command, select_command
 
-REGISTRY = [error_command.register, select_command.register, run_command.register, kernel_command.register]
+REGISTRY = [
+    demo_command.register, error_command.register, select_command.register, run_command.register,
+    kernel_command.register,
+]
