@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from plans import hdmm, static
+from plans import hdmm, residual_planner, static
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,10 @@ info: dict[str, PlanInfo] = {
         static.hb_striped_kron, (2,), False, defaults={"attribute": 0}, summary="HB along one attribute"
     ),
     "HDMM": PlanInfo(hdmm.hdmm, (1, 2), False, defaults={"restarts": 3, "seed": 0}, summary="optimized strategy"),
+    "ResidualPlanner": PlanInfo(
+        residual_planner.residual_planner, (), False, defaults={"loss": "sum"},
+        summary="marginal workloads (a Marginals matrix) under zCDP; returns a reconstruction with .marginal(A)",
+    ),
 }
 
 catalog: dict[str, Callable] = {name: entry.plan for name, entry in info.items()}
