@@ -9,7 +9,7 @@ The front door. Typical use::
 
 from ektelo_ng import error, matrix, workload
 from ektelo_ng.session import connect, protect
-from kernel.client import BudgetExceededError, Handle, KernelError, NoisyAnswer, Session
+from operators.client import BudgetExceededError, Handle, KernelError, NoisyAnswer, Session
 from kernel.domain import Attribute, Domain
 from kernel.predicate import attr
 from kernel.privacy import PureDP, ZCDP

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernel.client import Session
+from operators.client import Session, socket_transport
 from kernel.domain import DomainLike, as_domain
 from kernel.privacy import PureDP, ZCDP
-from kernel.server import socket_transport
 from kernel.service import Kernel
 from kernel.table import TableBackend, load_table
 

@@ -1,4 +1,4 @@
-"""Out-of-process mode: the kernel behind a socket, and the client transport that talks to it.
+"""Out-of-process mode: the kernel behind a socket (the client's transport is operators.client.socket_transport).
 
 Frames are a 4-byte big-endian length followed by UTF-8 JSON: plain data, parsed by the
 protocol models (never pickle, which would let a client run code in the kernel). Addresses
@@ -11,8 +11,6 @@ import os
 import socket
 import socketserver
 import struct
-import threading
-from collections.abc import Callable
 
 from kernel.service import Kernel
 
@@ -55,14 +53,15 @@ def write_frame(sock: socket.socket, payload: bytes) -> None:
     sock.sendall(_HEADER.pack(len(payload)) + payload)
 
 
-def _tune(sock: socket.socket) -> None:
+def tune_socket(sock: socket.socket) -> None:
+    """No Nagle delay on TCP: requests and answers are small, latency matters."""
     if sock.family == socket.AF_INET:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
-        _tune(self.request)
+        tune_socket(self.request)
         while True:
             try:
                 payload = read_frame(self.request)
@@ -93,23 +92,3 @@ def make_server(kernel: Kernel, address: str) -> socketserver.BaseServer:
         server = _TCPServer(where, _Handler)
     server.kernel = kernel
     return server
-
-
-def socket_transport(address: str, timeout: float | None = None) -> Callable[[str], str]:
-    """A transport that sends each request over one connection to a serving kernel."""
-    family, where = parse_address(address)
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    sock.connect(where)
-    _tune(sock)
-    lock = threading.Lock()
-
-    def send(text: str) -> str:
-        with lock:
-            write_frame(sock, text.encode("utf-8"))
-            reply = read_frame(sock)
-        if reply is None:
-            raise ConnectionError(f"the kernel at {address} closed the connection")
-        return reply.decode("utf-8")
-
-    return send

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from kernel.client import Handle, NoisyAnswer
+from operators.client import Handle, NoisyAnswer
 from kernel.matrix import Matrix, Total
 from operators.inference import Measurement, map_to_root
 

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from kernel.client import Handle
+from operators.client import Handle
 from kernel.matrix import Matrix
 from kernel.privacy import PureDP
 from operators import measure

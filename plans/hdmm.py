@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kernel.client import Handle
+from operators.client import Handle
 from kernel.matrix import Matrix
 from kernel.privacy import ZCDP
 from operators.selection.hdmm import hdmm as select_hdmm

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from kernel.client import Handle
+from operators.client import Handle
 from kernel.matrix import Dense, Kronecker, Marginals, Matrix, Total
 from kernel.privacy import ZCDP
 from operators.residual import sub_matrix

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from kernel.client import Handle
+from operators.client import Handle
 from kernel.matrix import Matrix
 from operators.selection import classic
 from plans.common import BudgetLike, data_vector, measure_and_solve

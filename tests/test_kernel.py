@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 import ektelo_ng as ek
-from kernel.client import InvalidRequestError, UnknownSourceError
+from operators.client import InvalidRequestError, UnknownSourceError
 from kernel.matrix import Dense, Identity, Kronecker, Prefix, Total
 from kernel.predicate import attr
 

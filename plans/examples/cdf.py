@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernel.client import Handle
+from operators.client import Handle
 from kernel.matrix import Identity, Matrix, Prefix
 from kernel.predicate import attr
 from operators import measure

@@ -1,5 +1,8 @@
 """The client side of the kernel protocol: a Session and the Handles that name sources.
 
+It runs in the analyst's process and is not trusted: the kernel validates every message it sends, so it
+lives with the client operators rather than in the audited kernel/.
+
 A handle knows only public facts (kind, domain or length). Every method builds a protocol
 request, sends it as JSON through the session's transport (a function call in-process, a
 socket out-of-process) and turns the response into Python values or a clear exception.
@@ -7,6 +10,8 @@ socket out-of-process) and turns the response into Python values or a clear exce
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -21,6 +26,7 @@ from kernel.matrix import Matrix, Product, Sparse
 from kernel.matrix.spec import ArrayData
 from kernel.predicate import Predicate
 from kernel.privacy import PureDP, ZCDP, zcdp_to_approx_dp
+from kernel.server import tune_socket, parse_address, read_frame, write_frame
 
 Transport = Callable[[str], str]
 
@@ -208,3 +214,23 @@ def _partition(partition: Matrix | np.ndarray) -> p.Partition:
 
 def _answer(reply: p.Answer) -> NoisyAnswer:
     return NoisyAnswer(reply.values.array(), reply.noise, reply.scale, reply.grid, reply.charge, reply.seeded)
+
+
+def socket_transport(address: str, timeout: float | None = None) -> Callable[[str], str]:
+    """A transport that sends each request over one connection to a serving kernel."""
+    family, where = parse_address(address)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    sock.connect(where)
+    tune_socket(sock)
+    lock = threading.Lock()
+
+    def send(text: str) -> str:
+        with lock:
+            write_frame(sock, text.encode("utf-8"))
+            reply = read_frame(sock)
+        if reply is None:
+            raise ConnectionError(f"the kernel at {address} closed the connection")
+        return reply.decode("utf-8")
+
+    return send
