@@ -132,11 +132,10 @@ def _codes(name: str, values: np.ndarray, domain: Domain) -> np.ndarray:
             raise ValueError(f"column {name!r} has {int(np.sum(~np.isfinite(values)))} missing or non-finite values")
         if not np.all(values == np.round(values)):
             raise ValueError(f"column {name!r} has non-integer values such as {values[values != np.round(values)][:5].tolist()}")
-    codes = values.astype(np.int64)
-    outside = (codes < 0) | (codes >= attribute.size)
+    outside = (values < 0) | (values >= attribute.size)  # checked before the cast, so huge values cannot wrap
     if outside.any():
         raise ValueError(
             f"column {name!r}: {int(outside.sum())} row(s) outside 0..{attribute.size - 1}, "
-            f"e.g. {sorted(set(codes[outside].tolist()))[:5]}"
+            f"e.g. {sorted(set(values[outside].tolist()))[:5]}"
         )
-    return codes
+    return values.astype(np.int64)

@@ -344,3 +344,34 @@ def test_kernel_serve_with_the_spark_backend(files):
     (folder / "domain.json").write_text(DOMAIN.model_dump_json())
     spark_answer = serve(folder / "t.parquet", folder / "domain.json", "--backend", "spark", "--spark-master", "local[1]")
     np.testing.assert_array_equal(spark_answer, serve(folder / "t.csv", folder / "domain.json"))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "duckdb"])
+def test_marginal_plans_on_a_100_attribute_table_count_only_their_marginals(backend, tmp_path):
+    """ResidualPlanner on a 100-attribute table: only the closure's small projections are ever vectorized."""
+    if backend == "duckdb":
+        pytest.importorskip("duckdb")
+    import ektelo_ng as ek
+    from plans.residual_planner import residual_planner
+
+    rng = np.random.default_rng(0)
+    names = [f"q{i}" for i in range(100)]
+    columns = {n: rng.integers(0, 3, 400) for n in names}
+    domain = ek.Domain.from_dict({n: 3 for n in names})
+    if backend == "duckdb":
+        import duckdb
+
+        con = duckdb.connect()
+        con.execute("CREATE TABLE t AS SELECT " + ", ".join(f"unnest(?) AS {n}" for n in names), [columns[n].tolist() for n in names])
+        path = tmp_path / "wide.parquet"
+        con.execute(f"COPY t TO '{path}' (FORMAT parquet)")
+        table = path
+    else:
+        table = columns
+    session = ek.protect(table, domain, ek.ZCDP(1), seed=0, backend=backend)
+    result = residual_planner(session.source, [(0, 1), (98, 99)], ek.ZCDP(1))
+    truth = np.zeros((3, 3))
+    np.add.at(truth, (columns["q98"], columns["q99"]), 1)
+    assert np.abs(result.marginal((98, 99)) - truth).max() < 20
+    sizes = [d["size"] for _, d in session.lineage().nodes(data=True) if d["kind"] == "vector"]
+    assert max(sizes) <= 9 and session.budget.spent == ek.ZCDP(1)

@@ -105,6 +105,7 @@ def test_builder_makes_the_models():
     [
         ({"sex": ["F"], "age": [6], "zone": [0]}, "'age': 1 row"),
         ({"sex": ["F"], "age": [-1], "zone": [0]}, "outside 0..5"),
+        ({"sex": ["F"], "age": [1e300], "zone": [0]}, "outside 0..5"),
         ({"sex": ["F"], "age": [1.5], "zone": [0]}, "non-integer"),
         ({"sex": ["F"], "age": [np.nan], "zone": [0]}, "missing or non-finite"),
         ({"sex": ["Q"], "age": [1], "zone": [0]}, "unknown label"),
