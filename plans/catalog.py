@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from plans import hdmm, residual_planner, static
+from plans import ahp, grids, hdmm, mwem, residual_planner, static, striped
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,39 @@ info: dict[str, PlanInfo] = {
     "ResidualPlanner": PlanInfo(
         residual_planner.residual_planner, (), False, defaults={"loss": "sum"},
         summary="marginal workloads (a Marginals matrix) under zCDP; returns a reconstruction with .marginal(A)",
+    ),
+    "MWEM": PlanInfo(
+        mwem.mwem, (1, 2), True, True, {"rounds": 10, "scale": None, "total_share": 0.05},
+        summary="worst-approx query selection, Laplace, multiplicative weights",
+    ),
+    "MWEM-b": PlanInfo(
+        mwem.mwem_b, (1,), True, True, {"rounds": 10, "scale": None, "total_share": 0.05},
+        summary="MWEM plus free H2 augmentation intervals each round",
+    ),
+    "MWEM-c": PlanInfo(
+        mwem.mwem_c, (1, 2), True, True, {"rounds": 10, "scale": None, "total_share": 0.05},
+        summary="MWEM with NNLS and the total instead of multiplicative weights",
+    ),
+    "MWEM-d": PlanInfo(
+        mwem.mwem_d, (1,), True, True, {"rounds": 10, "scale": None, "total_share": 0.05},
+        summary="MWEM with H2 augmentation and NNLS",
+    ),
+    "AHP": PlanInfo(
+        ahp.ahp, (1, 2), True, defaults={"rho": 0.85, "eta": 0.35},
+        summary="noisy-histogram clustering of similar counts, one noisy count per group",
+    ),
+    "UGrid": PlanInfo(
+        grids.uniform_grid, (2,), True, True, {"scale": None, "total_share": 0.05, "c": 10.0},
+        summary="uniform grid sized from the record count",
+    ),
+    "AGrid": PlanInfo(
+        grids.adaptive_grid, (2,), True, True,
+        {"scale": None, "total_share": 0.05, "alpha": 0.5, "c": 10.0, "c2": 5.0},
+        summary="coarse grid, each cell refined by its noisy count, least squares",
+    ),
+    "HB-Striped": PlanInfo(
+        striped.hb_striped, (2,), False, defaults={"attribute": 0},
+        summary="HB on every stripe with the whole budget (parallel composition)",
     ),
 }
 

@@ -1,0 +1,60 @@
+"""Qardaji, Yang and Li's grids for 2-D data (ektelo plans 11 and 12).
+
+Both size their cells from the record count N, which their paper treats as public: pass it as
+``scale``; with ``scale=None`` the plan first spends ``total_share`` of the budget (default 5%)
+on a noisy total, sizes the grids from that, uses the rest for the grids, and keeps the noisy
+total as one more measurement in the final least squares.
+
+- ``uniform_grid``: about N eps / c equal cells (c = 10), one noisy count each, least squares.
+- ``adaptive_grid``: a coarse m1 x m1 grid measured with alpha eps; each coarse cell is split
+  again according to its noisy count (c2 = 5) and the sub-cells measured with (1 - alpha) eps;
+  one least squares over both levels (ektelo's plan 12, in place of the paper's per-cell
+  constrained inference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+
+from kernel.matrix import Matrix
+from operators import measure
+from operators.client import Handle
+from operators.inference import least_squares
+from operators.selection import classic
+from plans.common import BudgetLike, data_vector
+from plans.mwem import scale_or_noisy_total, split_budget
+
+
+def _two_dimensional(source: Handle, shape: Sequence[int] | None) -> tuple[Handle, tuple[int, ...]]:
+    vector, dims = data_vector(source, shape)
+    if len(dims) != 2:
+        raise ValueError(f"the grid plans are for 2-D domains, got shape {dims}")
+    return vector, dims
+
+
+def uniform_grid(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
+                 scale: float | None = None, total_share: float | Fraction | str = 0.05,
+                 c: float = 10.0) -> np.ndarray:
+    """UniformGrid: one noisy count per cell of a grid sized from N and eps, least squares."""
+    vector, dims = _two_dimensional(source, shape)
+    records = scale_or_noisy_total(vector, budget, scale, total_share)
+    cells = classic.uniform_grid(dims, records.value, float(records.remaining), c)
+    return least_squares([*records.measurements, measure.laplace(vector, cells, records.remaining)], size=vector.size)
+
+
+def adaptive_grid(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
+                  scale: float | None = None, total_share: float | Fraction | str = 0.05,
+                  alpha: float | Fraction | str = 0.5, c: float = 10.0, c2: float = 5.0) -> np.ndarray:
+    """AdaptiveGrid: coarse grid (alpha eps), then each coarse cell split by its noisy count
+    ((1 - alpha) eps), least squares over both levels."""
+    vector, dims = _two_dimensional(source, shape)
+    records = scale_or_noisy_total(vector, budget, scale, total_share)
+    first_epsilon, second_epsilon = split_budget(records.remaining, alpha, "alpha")
+    level1 = classic.adaptive_grid_level1(dims, records.value, float(records.remaining), c)
+    first = measure.laplace(vector, level1, first_epsilon)
+    level2 = classic.adaptive_grid_level2(level1, first.answers, float(second_epsilon), c2)
+    second = measure.laplace(vector, level2, second_epsilon)
+    return least_squares([*records.measurements, first, second], size=vector.size)

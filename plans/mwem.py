@@ -1,0 +1,149 @@
+"""MWEM and its ektelo variants (ektelo plans 7 and 18-20).
+
+Each of T rounds spends eps/(2T) choosing a badly approximated workload query privately
+(``worst_approx``: the exponential mechanism on |w x - w x_hat|) and eps/(2T) measuring it with
+Laplace noise; then the estimate is inferred again from every measurement so far.
+
+- ``mwem``: multiplicative weights over the history (Hardt, Ligett and McSherry), each round
+  starting from the previous estimate; x_hat starts uniform at scale N.
+- ``mwem_b``: each round also measures, at no extra cost, the aligned intervals of width 2^t
+  that the selected query does not touch (ektelo's H2 augmentation; 1-D only).
+- ``mwem_c``: non-negative least squares with the total, instead of multiplicative weights.
+- ``mwem_d``: both.
+
+The record count N is public in MWEM's paper (it sets the uniform start and the scale of the
+weights). Here ``scale=N`` declares it public; with ``scale=None`` the plan first spends
+``total_share`` of the budget (default 5%) on a noisy total and the rounds share the rest.
+``scale_or_noisy_total`` and ``split_budget`` are shared with the grid and AHP plans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
+
+from kernel.matrix import Dense, Matrix
+from kernel.matrix.threads import single_threaded_blas
+from operators import measure
+from operators.client import Handle
+from operators.inference import Measurement, known_total, multiplicative_weights, nnls
+from operators.selection import classic
+from plans.common import BudgetLike, data_vector, epsilon_of
+
+#: Standard deviation given to a public total in NNLS, relative to one round's measurement noise:
+#: weighs the total 10^6 times more than a round, yet keeps L-BFGS-B well conditioned.
+PUBLIC_TOTAL_RELATIVE_STD = 1e-3
+
+
+def split_budget(epsilon: Fraction, share: float | Fraction | str, name: str) -> tuple[Fraction, Fraction]:
+    """(share * epsilon, (1 - share) * epsilon), exactly; ``share`` must lie strictly between 0 and 1."""
+    try:
+        part = epsilon_of(share)
+    except ValueError:
+        part = None
+    if part is None or not 0 < part < 1:
+        raise ValueError(f"{name} must be a number strictly between 0 and 1, got {share!r}")
+    return part * epsilon, (1 - part) * epsilon
+
+
+@dataclass(frozen=True)
+class ScaleEstimate:
+    """The record count a plan works with and the budget it leaves.
+
+    ``value`` is the public N, or the noisy total floored at 1; ``measurements`` holds the noisy
+    total (empty when N is public), for the plan's final inference.
+    """
+
+    value: float
+    remaining: Fraction
+    measurements: tuple[Measurement, ...]
+
+
+def scale_or_noisy_total(
+    vector: Handle, budget: BudgetLike, scale: float | None, total_share: float | Fraction | str
+) -> ScaleEstimate:
+    """Use a public record count, or buy a noisy total with ``total_share`` of the budget."""
+    epsilon = epsilon_of(budget)
+    if scale is not None:
+        if not scale > 0:
+            raise ValueError(f"a public scale must be a positive record count, got {scale!r}")
+        return ScaleEstimate(float(scale), epsilon, ())
+    spent, remaining = split_budget(epsilon, total_share, "total_share")
+    total = measure.noisy_count(vector, spent)
+    return ScaleEstimate(max(float(total.answers[0]), 1.0), remaining, (total,))
+
+
+@dataclass(frozen=True)
+class MWEMRun:
+    """The final estimate, the workload rows selected round by round, and every measurement taken."""
+
+    x: np.ndarray
+    selected: tuple[int, ...]
+    measurements: tuple[Measurement, ...]
+
+
+def run(
+    source: Handle,
+    workload: Matrix,
+    budget: BudgetLike,
+    shape: Sequence[int] | None = None,
+    rounds: int = 10,
+    scale: float | None = None,
+    total_share: float | Fraction | str = 0.05,
+    augment: bool = False,
+    inference: Literal["mw", "nnls"] = "mw",
+) -> MWEMRun:
+    """MWEM with the chosen augmentation and inference; spends exactly ``budget``."""
+    if int(rounds) < 1:
+        raise ValueError(f"rounds must be a positive number, got {rounds}")
+    if inference not in ("mw", "nnls"):
+        raise ValueError(f"inference must be 'mw' or 'nnls', got {inference!r}")
+    vector, dims = data_vector(source, shape)
+    if augment and len(dims) != 1:
+        raise ValueError(f"H2 augmentation adds 1-D intervals; the domain has {len(dims)} dimensions")
+    n, rounds = vector.size, int(rounds)
+    records = scale_or_noisy_total(vector, budget, scale, total_share)
+    step = records.remaining / (2 * rounds)
+    x = np.full(n, records.value / n)
+    selected: list[int] = []
+    history: list[Measurement] = []
+    with single_threaded_blas():  # many small products: a second BLAS thread only adds synchronisation
+        for t in range(rounds):
+            selected.append(measure.worst_approx(vector, workload, x, step))
+            row = workload.rows(selected[-1])
+            query = classic.mwem_h2_augmentation(row, n, t) if augment else Dense(row)
+            history.append(measure.laplace(vector, query, step))
+            if inference == "mw":
+                x = multiplicative_weights(history, records.value, x0=x)
+            else:
+                public = known_total(n, records.value, PUBLIC_TOTAL_RELATIVE_STD * history[0].noise_std)
+                x = nnls([*history, *(records.measurements or (public,))], size=n, x0=x)
+    return MWEMRun(x, tuple(selected), (*records.measurements, *history))
+
+
+def mwem(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
+         rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> np.ndarray:
+    """MWEM: worst-approx, Laplace on the selected query, multiplicative weights (plan 7)."""
+    return run(source, workload, budget, shape, rounds, scale, total_share).x
+
+
+def mwem_b(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
+           rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> np.ndarray:
+    """MWEM-b: MWEM measuring H2 augmentation intervals alongside each selected query (plan 18)."""
+    return run(source, workload, budget, shape, rounds, scale, total_share, augment=True).x
+
+
+def mwem_c(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
+           rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> np.ndarray:
+    """MWEM-c: MWEM with NNLS and the (public or noisy) total instead of multiplicative weights (plan 19)."""
+    return run(source, workload, budget, shape, rounds, scale, total_share, inference="nnls").x
+
+
+def mwem_d(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
+           rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> np.ndarray:
+    """MWEM-d: H2 augmentation and NNLS with the total (plan 20)."""
+    return run(source, workload, budget, shape, rounds, scale, total_share, augment=True, inference="nnls").x
