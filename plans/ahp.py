@@ -21,8 +21,7 @@ from operators import measure
 from operators.client import Handle
 from operators.inference import ahp_threshold, least_squares
 from operators.partition import ahp_cluster
-from plans.common import BudgetLike, data_vector, epsilon_of
-from plans.mwem import split_budget
+from plans.common import BudgetLike, data_vector, epsilon_of, split_budget
 
 
 def ahp(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,

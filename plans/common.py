@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -12,7 +13,7 @@ from operators.client import Handle
 from kernel.matrix import Matrix
 from kernel.privacy import PureDP
 from operators import measure
-from operators.inference import least_squares
+from operators.inference import Measurement, least_squares
 
 BudgetLike = PureDP | float | int | Fraction | str
 
@@ -42,3 +43,41 @@ def data_vector(source: Handle, shape: Sequence[int] | None = None) -> tuple[Han
 def measure_and_solve(vector: Handle, strategy: Matrix, epsilon: BudgetLike) -> np.ndarray:
     """Laplace-measure ``strategy`` with the whole budget and return the least-squares estimate."""
     return least_squares([measure.laplace(vector, strategy, epsilon_of(epsilon))], size=vector.size)
+
+
+def split_budget(epsilon: Fraction, share: float | Fraction | str, name: str) -> tuple[Fraction, Fraction]:
+    """(share * epsilon, (1 - share) * epsilon), exactly; ``share`` must lie strictly between 0 and 1."""
+    try:
+        part = epsilon_of(share)
+    except ValueError:
+        part = None
+    if part is None or not 0 < part < 1:
+        raise ValueError(f"{name} must be a number strictly between 0 and 1, got {share!r}")
+    return part * epsilon, (1 - part) * epsilon
+
+
+@dataclass(frozen=True)
+class ScaleEstimate:
+    """The record count a plan works with and the budget it leaves.
+
+    ``value`` is the public N, or the noisy total floored at 1; ``measurements`` holds the noisy
+    total (empty when N is public), for the plan's final inference.
+    """
+
+    value: float
+    remaining: Fraction
+    measurements: tuple[Measurement, ...]
+
+
+def scale_or_noisy_total(
+    vector: Handle, budget: BudgetLike, scale: float | None, total_share: float | Fraction | str
+) -> ScaleEstimate:
+    """Use a public record count, or buy a noisy total with ``total_share`` of the budget."""
+    epsilon = epsilon_of(budget)
+    if scale is not None:
+        if not scale > 0:
+            raise ValueError(f"a public scale must be a positive record count, got {scale!r}")
+        return ScaleEstimate(float(scale), epsilon, ())
+    spent, remaining = split_budget(epsilon, total_share, "total_share")
+    total = measure.noisy_count(vector, spent)
+    return ScaleEstimate(max(float(total.answers[0]), 1.0), remaining, (total,))

@@ -24,8 +24,7 @@ from operators import measure
 from operators.client import Handle
 from operators.inference import least_squares
 from operators.selection import classic
-from plans.common import BudgetLike, data_vector
-from plans.mwem import scale_or_noisy_total, split_budget
+from plans.common import BudgetLike, data_vector, scale_or_noisy_total, split_budget
 
 
 def _two_dimensional(source: Handle, shape: Sequence[int] | None) -> tuple[Handle, tuple[int, ...]]:

@@ -32,49 +32,11 @@ from operators import measure
 from operators.client import Handle
 from operators.inference import Measurement, known_total, multiplicative_weights, nnls
 from operators.selection import classic
-from plans.common import BudgetLike, data_vector, epsilon_of
+from plans.common import BudgetLike, ScaleEstimate, data_vector, epsilon_of, scale_or_noisy_total, split_budget
 
 #: Standard deviation given to a public total in NNLS, relative to one round's measurement noise:
 #: weighs the total 10^6 times more than a round, yet keeps L-BFGS-B well conditioned.
 PUBLIC_TOTAL_RELATIVE_STD = 1e-3
-
-
-def split_budget(epsilon: Fraction, share: float | Fraction | str, name: str) -> tuple[Fraction, Fraction]:
-    """(share * epsilon, (1 - share) * epsilon), exactly; ``share`` must lie strictly between 0 and 1."""
-    try:
-        part = epsilon_of(share)
-    except ValueError:
-        part = None
-    if part is None or not 0 < part < 1:
-        raise ValueError(f"{name} must be a number strictly between 0 and 1, got {share!r}")
-    return part * epsilon, (1 - part) * epsilon
-
-
-@dataclass(frozen=True)
-class ScaleEstimate:
-    """The record count a plan works with and the budget it leaves.
-
-    ``value`` is the public N, or the noisy total floored at 1; ``measurements`` holds the noisy
-    total (empty when N is public), for the plan's final inference.
-    """
-
-    value: float
-    remaining: Fraction
-    measurements: tuple[Measurement, ...]
-
-
-def scale_or_noisy_total(
-    vector: Handle, budget: BudgetLike, scale: float | None, total_share: float | Fraction | str
-) -> ScaleEstimate:
-    """Use a public record count, or buy a noisy total with ``total_share`` of the budget."""
-    epsilon = epsilon_of(budget)
-    if scale is not None:
-        if not scale > 0:
-            raise ValueError(f"a public scale must be a positive record count, got {scale!r}")
-        return ScaleEstimate(float(scale), epsilon, ())
-    spent, remaining = split_budget(epsilon, total_share, "total_share")
-    total = measure.noisy_count(vector, spent)
-    return ScaleEstimate(max(float(total.answers[0]), 1.0), remaining, (total,))
 
 
 @dataclass(frozen=True)
