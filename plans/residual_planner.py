@@ -1,70 +1,295 @@
 """ResidualPlanner end to end: select noise scales (no data), measure every residual through the kernel,
 reconstruct any marginal of the workload's closure.
 
-For each residual set A the plan vectorizes only the marginal on A (a projection, never the full
-vector) and measures the whitened residual basis B_A = (H H^T)^(-1/2) H, H = kron_{i in A} Sub_{n_i},
-with i.i.d. Gaussian noise: the kernel's ordinary Gaussian request, no special path. Un-whitening
-client-side, omega_A = (H H^T)^(1/2) y, gives exactly the paper's base mechanism
-H v + N(0, s_A H H^T). Since Sub Sub^T = I + J, both square roots have closed forms
-(I + J)^(+-1/2) = I + c J. rho is split into exact fractions proportional to p_A / s_A, so the
-kernel's charges add up to the budget exactly.
+Measurement (the paper's Algorithm 1) goes through the kernel's ordinary Gaussian request, no special
+path. The residual of ``A`` is measured as the *whitened* basis ``B_A = (H H^T)^(-1/2) H`` with
+``H = kron_{i in A} Sub_{n_i}``, whose rows are orthonormal, with i.i.d. noise; un-whitening client-side,
+``omega_A = (H H^T)^(1/2) y``, gives exactly the paper's base mechanism ``H v + N(0, s_A H H^T)``. Since
+``Sub Sub^T = I + J``, both square roots are ``I + c J`` (closed form, one factor per attribute).
+
+Counting is shared: the kernel only vectorizes *host* marginals, small unions of workload marginals
+(at most ``max_host_cells`` cells, never every attribute), and each residual ``A`` is measured on a host
+``H ⊇ A`` as ``B_A ⊗ 1^T`` (summing out ``H \\ A`` inside the Kronecker product). All residuals of one
+host go in one request, ``VStack_A c_A (B_A ⊗ 1^T)`` with ``c_A = s_A^(-1/2)``: its squared L2
+sensitivity is ``sum_A p_A / s_A`` (the host's share of the plan's pcost), so asking for
+``rho_H = pcost_H / 2`` gives noise ~1 per row, i.e. variance ``s_A`` on residual ``A``. The ``rho_H``
+are exact fractions proportional to ``pcost_H`` summing to the budget, so the kernel charges exactly
+the budget. The kernel rounds the noise up slightly (release grid); the variances reported here use
+the scale it actually applied (``answer.scale``), not the plan's.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
+from itertools import combinations
 
 import numpy as np
 
-from operators.client import Handle
-from kernel.matrix import Dense, Kronecker, Marginals, Matrix, Total
+from kernel.matrix import Dense, Kronecker, Marginals, Matrix, Total, VStack, Weighted
 from kernel.privacy import ZCDP
-from operators.residual import sub_matrix
-from operators.selection.residual_planner import ResidualReconstruction, residual_planner as select
+from operators.client import Handle
+from operators.residual import ResidualReconstruction, Subset, SubsetFamily, cell_covariance, cell_variance, sub_matrix
+from operators.selection.residual_planner import ResidualPlannerStrategy, residual_planner as select
+
+DEFAULT_HOST_CELLS = 10_000
 
 
-def _ones_plus(m: int, power: float) -> np.ndarray:
-    """(I + J)^power for power = +-1/2 on m x m: I + c J with (1 + c m) = (1 + m)^power."""
-    return np.eye(m) + ((1 + m) ** power - 1) / m * np.ones((m, m))
+# ---------------------------------------------------------------------------------------
+# Whitening: (Sub Sub^T)^(+-1/2) = (I + J)^(+-1/2) = I + c J
+# ---------------------------------------------------------------------------------------
+def _ones_plus_coefficient(m: int, power: float) -> float:
+    """c with (I + J)^power = I + c J on m x m (J has eigenvalue m on 1, 0 elsewhere): 1 + c m = (1 + m)^power."""
+    return ((1.0 + m) ** power - 1.0) / m
+
+
+@lru_cache(maxsize=None)
+def whitened_sub(n: int) -> Dense:
+    """``(Sub_n Sub_n^T)^(-1/2) Sub_n``: ``(n-1) x n`` with orthonormal rows; column norms ``sqrt((n-1)/n)``."""
+    m = n - 1
+    root = np.eye(m) + _ones_plus_coefficient(m, -0.5) * np.ones((m, m))
+    return Dense(root @ sub_matrix(n))
 
 
 def whitened_residual(sizes: Iterable[int]) -> Matrix:
-    """B_A = kron_i (Sub Sub^T)^(-1/2) Sub: orthonormal rows spanning the residual space of A."""
-    return Kronecker([Dense(_ones_plus(n - 1, -0.5) @ sub_matrix(n)) for n in sizes])
+    """``B_A = kron_i whitened_sub(n_i)``: orthonormal rows spanning the residual space of ``A``."""
+    return Kronecker([whitened_sub(n) for n in sizes])
 
 
-def unwhiten(sizes: Iterable[int], y: np.ndarray) -> np.ndarray:
-    """(H H^T)^(1/2) y = kron_i (I + J)^(1/2) y."""
-    return Kronecker([Dense(_ones_plus(n - 1, 0.5)) for n in sizes]) @ y
+def unwhiten(sizes: Sequence[int], y: np.ndarray) -> np.ndarray:
+    """``(H H^T)^(1/2) y = kron_i (I + c J) y`` along the leading axis of ``y`` (a vector or a matrix)."""
+    y = np.asarray(y, dtype=np.float64)
+    out = y.reshape(tuple(n - 1 for n in sizes) + y.shape[1:]).copy()
+    for axis, n in enumerate(sizes):
+        out += _ones_plus_coefficient(n - 1, 0.5) * out.sum(axis=axis, keepdims=True)
+    return out.reshape(y.shape)
 
 
-def residual_planner(source: Handle, workload: Marginals | Iterable, budget: ZCDP, loss: str = "sum",
-                     weights=None) -> ResidualReconstruction:
-    """Answer a marginal workload (a Marginals matrix or attribute subsets) under ``budget`` (zCDP).
+def _unwhiten_rows(sizes: Sequence[int], rows: np.ndarray) -> np.ndarray:
+    """:func:`unwhiten` applied to each row of ``(K, prod (n_i - 1))`` in place (batched)."""
+    tensor = rows.reshape((rows.shape[0],) + tuple(n - 1 for n in sizes))
+    for axis, n in enumerate(sizes, start=1):
+        tensor += _ones_plus_coefficient(n - 1, 0.5) * tensor.sum(axis=axis, keepdims=True)
+    return rows
 
-    Returns the reconstruction: ``.marginal(A)`` for any A in the closure of the workload.
+
+# ---------------------------------------------------------------------------------------
+# Hosts: which marginals the kernel vectorizes, and which residuals each one carries
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Host:
+    """A marginal the kernel vectorizes (``attributes``, sorted positions) and the residuals measured on it."""
+
+    attributes: Subset
+    residuals: tuple[Subset, ...]
+
+
+def maximal_sets(family: SubsetFamily) -> list[Subset]:
+    """Members of a downward-closed family with no superset in it, largest first (a set is non-maximal
+    iff it is a face, one element removed, of a member)."""
+    dominated = np.zeros(len(family), dtype=bool)
+    for r in range(1, family.max_size + 1):
+        rows = family.rows(r)
+        for j in range(r):
+            dominated[family.ids(np.delete(rows, j, axis=1))] = True
+    sets = family.sets
+    return sorted((sets[i] for i in np.flatnonzero(~dominated)), key=lambda s: (-len(s), s))
+
+
+def plan_hosts(sizes: Sequence[int], family: SubsetFamily, max_cells: int = DEFAULT_HOST_CELLS) -> list[Host]:
+    """Cover the family's maximal sets with few hosts of at most ``max_cells`` cells (greedy).
+
+    Each uncovered maximal set starts a host, which then takes the attribute that completes the most
+    uncovered maximal sets while it fits (a proper subset of the attributes, so the full vector is never
+    built). Every closure set is then assigned to the first host containing it. Fewer hosts means fewer
+    table scans and kernel requests: for 100 attributes of size 10 and all 3-way marginals, 46,120 4-way
+    hosts instead of 161,700 3-way ones.
+    """
+    d = len(sizes)
+    n = np.asarray(sizes, dtype=np.int64)
+    maximal = maximal_sets(family)
+    uncovered = set(maximal)
+    links: dict[Subset, set[int]] = {}  # T -> {j : T + {j} is an uncovered maximal set}
+    for s in maximal:
+        for k in range(len(s)):
+            links.setdefault(s[:k] + s[k + 1 :], set()).add(s[k])
+    lengths = sorted({len(s) for s in maximal if s})
+    hosts: list[Subset] = []
+    for start in maximal:
+        if start not in uncovered:
+            continue
+        host = list(start) if start else [int(np.argmin(n))]  # the total alone: any one attribute
+        cells = math.prod(int(n[i]) for i in host)
+        while len(host) + 1 < d:
+            gain = np.zeros(d)
+            for r in lengths:
+                for t in combinations(host, r - 1):
+                    link = links.get(t)
+                    if link:
+                        gain[list(link)] += 1
+            gain[host] = 0
+            gain[cells * n > max_cells] = 0
+            best = int(np.argmax(gain))
+            if gain[best] <= 0:
+                break
+            host = sorted(host + [best])
+            cells *= int(n[best])
+        for r in lengths:
+            for s in combinations(host, r):
+                if s in uncovered:
+                    uncovered.discard(s)
+                    for k in range(r):
+                        links[s[:k] + s[k + 1 :]].discard(s[k])
+        uncovered.discard(start)
+        hosts.append(tuple(host))
+    return _assign(hosts, family)
+
+
+def _assign(hosts: list[Subset], family: SubsetFamily) -> list[Host]:
+    """Give every closure set to the first host that contains it."""
+    assigned: set[Subset] = set()
+    out = []
+    for host in hosts:
+        mine = []
+        for r in range(min(len(host), family.max_size) + 1):
+            for s in combinations(host, r):
+                if s not in assigned and s in family:
+                    assigned.add(s)
+                    mine.append(s)
+        if mine:
+            out.append(Host(host, tuple(mine)))
+    if len(assigned) != len(family):
+        missing = next(s for s in family.sets if s not in assigned)
+        raise AssertionError(f"residual {missing} has no host")  # cannot happen: every maximal set starts one
+    return out
+
+
+def host_matrix(sizes: Sequence[int], host: Host, weights: Mapping[Subset, float]) -> Matrix:
+    """``VStack_A weights[A] * (B_A ⊗ 1^T)`` over the host's attributes (in domain order)."""
+    blocks: list[Matrix] = []
+    for a in host.residuals:
+        factors = [whitened_sub(sizes[i]) if i in a else Total(sizes[i]) for i in host.attributes]
+        blocks.append(Weighted(Kronecker(factors), weights[a]))
+    return blocks[0] if len(blocks) == 1 else VStack(blocks)
+
+
+# ---------------------------------------------------------------------------------------
+# The estimate
+# ---------------------------------------------------------------------------------------
+class ResidualPlannerEstimate(ResidualReconstruction):
+    """The strategy's reconstruction (Algorithm 2) plus what was actually measured.
+
+    ``.marginal(A)`` / ``.marginals([...])``: any marginal of the workload's closure (names or
+    positions; tensors with one axis per attribute, domain order), all mutually consistent, unbiased,
+    possibly negative. ``.variance(A)`` / ``.covariance(A)``: their per-cell variance / covariance at
+    the noise the kernel applied. ``.noise_scales``: ``{A: s_A}`` as applied (plan's ``s_A`` times
+    ``answer.scale^2``, i.e. within ~2^-19 of the plan). ``.strategy``: the plan. ``.hosts``: the
+    vectorized marginals and their residuals.
+    """
+
+    def __init__(self, strategy: ResidualPlannerStrategy, family: SubsetFamily, omegas: Mapping[Subset, np.ndarray],
+                 noise_scales: Mapping[Subset, float], hosts: Sequence[Host]):
+        super().__init__(strategy.domain, family, omegas)
+        self.strategy = strategy
+        self.noise_scales = dict(noise_scales)
+        self.hosts = list(hosts)
+
+    def _scales_within(self, attributes) -> tuple[list[int], dict[tuple[int, ...], float]]:
+        subset = self._normalize(attributes)
+        sizes = [self.domain.sizes[i] for i in subset]
+        scales = {}
+        for r in range(len(subset) + 1):
+            for keep in combinations(range(len(subset)), r):
+                scales[keep] = self.noise_scales[tuple(subset[j] for j in keep)]
+        return sizes, scales
+
+    def variance(self, attributes) -> float:
+        """Per-cell variance of the reconstructed marginal on ``attributes``."""
+        return cell_variance(*self._scales_within(attributes))
+
+    def covariance(self, attributes) -> np.ndarray:
+        """Covariance of the reconstructed marginal's cells (dense, C order; small marginals)."""
+        return cell_covariance(*self._scales_within(attributes))
+
+
+# ---------------------------------------------------------------------------------------
+# The plan, in steps (the benchmark times them separately)
+# ---------------------------------------------------------------------------------------
+def count_hosts(source: Handle, hosts: Sequence[Host]) -> list[Handle]:
+    """Vectorize each host's projection in the kernel (the only pass over the table)."""
+    names = source.domain.names
+    return [source.project([names[i] for i in h.attributes]).vectorize() for h in hosts]
+
+
+def measure_hosts(vectors: Sequence[Handle], hosts: Sequence[Host], strategy: ResidualPlannerStrategy,
+                  rho: Fraction) -> tuple[dict[Subset, np.ndarray], dict[Subset, float]]:
+    """One Gaussian request per host, ``rho`` split exactly in proportion to each host's pcost.
+
+    Returns ``{A: omega_A}`` (un-whitened, the paper's ``H v + N(0, s_A H H^T)``) and the applied
+    ``{A: s_A}``.
+    """
+    sizes = strategy.domain.sizes
+    planned = strategy.noise_scales()
+    p = {a: math.prod((sizes[i] - 1) / sizes[i] for i in a) for a in planned}
+    shares = [Fraction(math.fsum(p[a] / planned[a] for a in h.residuals)) for h in hosts]
+    total = sum(shares)
+    weights = {a: 1.0 / math.sqrt(s) for a, s in planned.items()}
+    slots: dict[Subset, tuple[tuple[int, ...], int]] = {}  # A -> (shape, row): answers packed by shape
+    counts: dict[tuple[int, ...], int] = {}
+    for a in (a for h in hosts for a in h.residuals):
+        shape = tuple(sizes[i] for i in a)
+        slots[a] = (shape, counts.get(shape, 0))
+        counts[shape] = counts.get(shape, 0) + 1
+    packed = {shape: np.empty((k, math.prod(n - 1 for n in shape))) for shape, k in counts.items()}
+    applied: dict[Subset, float] = {}
+    for vector, host, share in zip(vectors, hosts, shares):
+        answer = vector.gaussian(host_matrix(sizes, host, weights), rho=rho * share / total)
+        offset = 0
+        for a in host.residuals:
+            shape, row = slots[a]
+            target = packed[shape][row]
+            target[:] = answer.values[offset : offset + target.size]
+            target /= weights[a]
+            applied[a] = answer.scale**2 * planned[a]
+            offset += target.size
+    for shape, rows in packed.items():
+        _unwhiten_rows(shape, rows)
+    omegas = {a: packed[shape][row] for a, (shape, row) in slots.items()}
+    return omegas, applied
+
+
+def _subsets_and_weights(marginals: Marginals | Iterable, weights) -> tuple[list, object]:
+    """Attribute subsets of the workload; a weighted Marginals matrix's row weight w counts as w^2 on variance."""
+    if not isinstance(marginals, Marginals):
+        return [m if isinstance(m, (str, int)) else tuple(m) for m in marginals], weights
+    if weights is None and any(w != 1.0 for w in marginals.weights.values()):
+        weights = [w * w for w in marginals.weights.values()]
+    return marginals.subsets, weights
+
+
+def residual_planner(source: Handle, marginals: Marginals | Iterable, budget: ZCDP, loss: str = "sum",
+                     weights: Sequence[float] | None = None,
+                     max_host_cells: int = DEFAULT_HOST_CELLS) -> ResidualPlannerEstimate:
+    """Answer a marginal workload under a zCDP ``budget`` (pcost ``2 rho``), spending exactly it.
+
+    ``source``: the table handle. ``marginals``: attribute tuples (names or positions, ``()`` the
+    total) or a kernel ``Marginals`` matrix (its subsets; row weights ``w`` become variance weights
+    ``w^2``). ``loss`` / ``weights``: as for :func:`operators.selection.residual_planner`.
+    ``max_host_cells``: the largest marginal the kernel vectorizes to carry several residuals (1 gives
+    one host per maximal workload marginal). Returns a :class:`ResidualPlannerEstimate`: the strategy's
+    reconstruction (``.marginal(A)`` for any ``A`` in the closure) with ``.variance(A)`` at the applied
+    noise.
     """
     if source.kind != "table":
         raise ValueError("ResidualPlanner measures projections of a table: give the table handle")
     if not isinstance(budget, ZCDP):
         raise ValueError("ResidualPlanner adds Gaussian noise: give a ZCDP budget")
-    domain = source.domain
-    subsets = list(workload.subsets) if isinstance(workload, Marginals) else [tuple(s) for s in workload]
-    strategy = select(domain, subsets, loss=loss, weights=weights, budget=budget)
-    scales = strategy.noise_scales()
-    shares = {A: Fraction(math.prod((domain.sizes[i] - 1) / domain.sizes[i] for i in A) / s) for A, s in scales.items()}
-    total = sum(shares.values())
-    measurements = {}
-    for A, share in shares.items():
-        rho = budget.rho * share / total
-        if not A:  # the total count: measure Total over a one-attribute projection
-            marginal = source.project([domain.names[0]]).vectorize()
-            measurements[A] = marginal.gaussian(Total(marginal.size), rho=rho).values
-            continue
-        sizes = [domain.sizes[i] for i in A]
-        marginal = source.project([domain.names[i] for i in A]).vectorize()
-        y = marginal.gaussian(whitened_residual(sizes), rho=rho).values
-        measurements[A] = unwhiten(sizes, y)
-    return strategy.reconstruct(measurements)
+    subsets, weights = _subsets_and_weights(marginals, weights)
+    strategy = select(source.domain, subsets, loss=loss, weights=weights, budget=budget)
+    family = SubsetFamily.closure(strategy.workload, len(source.domain.sizes))
+    hosts = plan_hosts(source.domain.sizes, family, max_host_cells)
+    omegas, applied = measure_hosts(count_hosts(source, hosts), hosts, strategy, budget.rho)
+    return ResidualPlannerEstimate(strategy, family, omegas, applied, hosts)

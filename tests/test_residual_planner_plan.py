@@ -74,3 +74,83 @@ def test_zcdp_is_required():
     session = ek.protect(data(), ek.Domain.from_dict(SIZES), ek.PureDP(1))
     with pytest.raises(ValueError, match="ZCDP"):
         residual_planner(session.source, WORKLOAD, ek.PureDP(1))
+
+
+# ------------------------------------------------------------------ shared counting: hosts
+from hypothesis import given, settings, strategies as st  # noqa: E402
+from itertools import combinations  # noqa: E402
+
+from operators.residual import SubsetFamily  # noqa: E402
+from plans.residual_planner import host_matrix, maximal_sets, plan_hosts  # noqa: E402
+
+
+def _brute_maximal(sets):
+    return {s for s in sets if not any(set(s) < set(t) for t in sets)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(2, 5), min_size=2, max_size=6).flatmap(
+    lambda sizes: st.tuples(
+        st.just(sizes),
+        st.lists(st.lists(st.integers(0, len(sizes) - 1), min_size=1, max_size=3, unique=True).map(
+            lambda s: tuple(sorted(s))), min_size=1, max_size=8),
+        st.sampled_from([1, 20, 100, 10_000]))))
+def test_hosts_cover_every_residual_exactly_once_within_the_cell_limit(case):
+    sizes, workload, max_cells = case
+    family = SubsetFamily.closure(workload, len(sizes))
+    assert set(maximal_sets(family)) == _brute_maximal(family.sets)
+    hosts = plan_hosts(sizes, family, max_cells)
+    carried = [a for h in hosts for a in h.residuals]
+    assert sorted(carried) == sorted(family.sets)  # every residual once, nothing else
+    for h in hosts:
+        assert all(set(a) <= set(h.attributes) for a in h.residuals)
+        assert len(h.attributes) < len(sizes) or len(h.attributes) == max(len(s) for s in family.sets)
+        grown = len(h.attributes) > max(len(a) for a in h.residuals)
+        if grown:  # a host only grows past its largest residual while it fits
+            assert np.prod([sizes[i] for i in h.attributes]) <= max_cells
+
+
+def test_a_host_matrix_measures_each_residual_on_the_host_marginal():
+    """Dense check: (B_A ⊗ 1^T) applied to the host marginal equals B_A applied to the A-marginal."""
+    sizes = [2, 3, 4]
+    family = SubsetFamily.closure([(0, 1), (1, 2), (0, 2)], 3)
+    (host,) = [h for h in plan_hosts(sizes, family, max_cells=10**6) if (0, 1) in h.residuals]
+    x = np.random.default_rng(0).integers(0, 9, size=[sizes[i] for i in host.attributes]).astype(float)
+    weights = {a: 1.0 + len(a) for a in family.sets}
+    y = host_matrix(sizes, host, weights) @ x.ravel()
+    offset = 0
+    for a in host.residuals:
+        axes = tuple(k for k, i in enumerate(host.attributes) if i not in a)
+        marginal = x.sum(axis=axes).ravel()
+        basis = whitened_residual([sizes[i] for i in a]) @ marginal if a else marginal  # () is the total
+        expected = weights[a] * basis
+        np.testing.assert_allclose(y[offset:offset + expected.size], expected, atol=1e-10)
+        offset += expected.size
+    assert offset == y.size
+
+
+def test_shared_hosts_give_the_predicted_variance_and_fewer_scans():
+    """Four attributes, a cycle of 2-way marginals: hosts merge them (3-way hosts), and 300 runs of the
+    (2, 3) marginal still match the predicted covariance (chi-square, rejecting 0.7x and 1.3x)."""
+    sizes = {"a": 2, "b": 3, "c": 2, "d": 3}
+    workload = [(0, 1), (1, 2), (2, 3), (0, 3)]
+    rng = np.random.default_rng(3)
+    columns = {name: rng.integers(0, n, 400) for name, n in sizes.items()}
+    domain = ek.Domain.from_dict(sizes)
+    truth = np.zeros((2, 3))
+    np.add.at(truth, (columns["c"], columns["d"]), 1)
+    runs = 300
+    session = ek.protect(columns, domain, ek.ZCDP(runs), seed=4)
+    estimates = [residual_planner(session.source, workload, ek.ZCDP(1)) for _ in range(runs)]
+    assert len(estimates[0].hosts) < len(workload)
+    assert session.budget.spent == ek.ZCDP(runs)
+    errors = np.array([(e.marginal((2, 3)) - truth).ravel() for e in estimates])
+    covariance = estimates[0].covariance((2, 3))
+    distances = np.einsum("ri,ij,rj->", errors, np.linalg.pinv(covariance), errors)
+    dof = runs * np.linalg.matrix_rank(covariance)
+
+    def accepted(factor):
+        return stats.chi2.sf(distances / factor, dof) > 5e-7 and stats.chi2.cdf(distances / factor, dof) > 5e-7
+
+    assert accepted(1.0)
+    assert not accepted(0.7) and not accepted(1.3)
