@@ -1,4 +1,5 @@
-"""The vetted measurement mechanisms: vector Laplace, vector Gaussian, and the exponential mechanism.
+"""The vetted measurement mechanisms: vector Laplace, vector Gaussian, the exponential mechanism, and
+DAWA's noisy dyadic deviations.
 
 Each mechanism is two-phase. ``prepare_*`` derives the noise scale, the release grid and the
 charge from the operator's own parameters (the matrix and epsilon / rho / sigma) and draws
@@ -60,9 +61,38 @@ def prepare_laplace(M: Matrix, epsilon: Fraction, integral: bool, unit: Unit) ->
     """Laplace noise for M x: scale (L1 sensitivity + rounding slack) / epsilon; charge epsilon (or eps^2/2 zCDP)."""
     sensitivity = _nonzero_sensitivity(M, "l1")
     grid, slack = _grid(M, sensitivity / float(epsilon), integral, "l1")
-    scale = _round_up((sensitivity + slack) / float(epsilon))
+    return _laplace(sensitivity + slack, grid, epsilon, unit)
+
+
+def _laplace(sensitivity: float, grid: float, epsilon: Fraction, unit: Unit) -> Prepared:
     cost = epsilon if unit is PureDP else epsilon * epsilon / 2
-    return Prepared("laplace", scale, grid, cost)
+    return Prepared("laplace", _round_up(sensitivity / float(epsilon)), grid, cost)
+
+
+def dyadic_deviations(x: np.ndarray) -> np.ndarray:
+    """DAWA's bucket costs sum_i |x_i - mean| of the aligned dyadic blocks of widths 2, 4, .., 2^K >= n
+    (clipped at n), level by level, left to right: one block per level holds each cell."""
+    costs, width = [], 2
+    while width < 2 * x.size:
+        starts = np.arange(0, x.size, width)
+        lengths = np.diff(np.append(starts, x.size))
+        means = np.repeat(np.add.reduceat(x, starts) / lengths, lengths)
+        costs.append(np.add.reduceat(np.abs(x - means), starts))
+        width *= 2
+    return np.concatenate(costs)
+
+
+def prepare_dyadic_deviations(n: int, epsilon: Fraction, unit: Unit) -> Prepared:
+    """Laplace noise for :func:`dyadic_deviations` of an n-cell vector (n >= 2); see docs/privacy/dawa.md.
+
+    A unit change of x moves the cost of a block of length L by at most 2 (1 - 1/L), and a cell lies
+    in one block per level, so the L1 sensitivity is sum_{k=1..K} 2 (1 - 2^-k); rounding each cost to
+    the grid adds one grid step per level.
+    """
+    levels = (n - 1).bit_length()
+    sensitivity = sum(2.0 * (1.0 - 2.0**-k) for k in range(1, levels + 1))
+    grid = grid_step(sensitivity / float(epsilon) / levels)
+    return _laplace(sensitivity + grid * levels, grid, epsilon, unit)
 
 
 def prepare_gaussian(M: Matrix, rho: Fraction | None, sigma: float | None, integral: bool, unit: Unit) -> Prepared:

@@ -133,6 +133,14 @@ class WorstApprox(_Message):
     epsilon: Epsilon
 
 
+class DyadicDeviations(_Message):
+    """DAWA's partition costs: Laplace-noised deviations of the vector's aligned dyadic blocks."""
+
+    op: Literal["dyadic_deviations"] = "dyadic_deviations"
+    source: SourceId
+    epsilon: Epsilon
+
+
 class BudgetStatus(_Message):
     op: Literal["budget"] = "budget"
 
@@ -148,13 +156,13 @@ class TranscriptLog(_Message):
 Request = Annotated[
     Union[
         Root, Describe, Where, Project, Vectorize, Transform, ReduceByPartition, SplitByPartition, Laplace, Gaussian,
-        NoisyCount, WorstApprox, BudgetStatus, LineageGraph, TranscriptLog,
+        NoisyCount, WorstApprox, DyadicDeviations, BudgetStatus, LineageGraph, TranscriptLog,
     ],
     Field(discriminator="op"),
 ]
 RequestAdapter: TypeAdapter = TypeAdapter(Request)
 
-MEASUREMENTS = (Laplace, Gaussian, NoisyCount, WorstApprox)
+MEASUREMENTS = (Laplace, Gaussian, NoisyCount, WorstApprox, DyadicDeviations)
 
 # ---- responses -------------------------------------------------------------------------
 

@@ -24,7 +24,10 @@ from kernel.accountant import Accountant, BudgetExceeded
 from kernel.domain import Domain
 from kernel.ledger import SqliteLedger
 from kernel.matrix import Matrix, Ones, Total, from_spec
-from kernel.mechanisms import Prepared, prepare_exponential, prepare_gaussian, prepare_laplace, select_worst
+from kernel.mechanisms import (
+    Prepared, dyadic_deviations, prepare_dyadic_deviations, prepare_exponential, prepare_gaussian, prepare_laplace,
+    select_worst,
+)
 from kernel.noise import NoiseSource
 from kernel.predicate import And, Predicate, validate_predicate
 from kernel.privacy import PureDP, ZCDP
@@ -230,6 +233,13 @@ class Kernel:
         scores = np.abs(W @ (vector.values - estimate))
         index = select_worst(self._noise, scores, request.epsilon, sensitivity)
         return p.Selected(index=index, charge=self._accountant.as_budget(cost), seeded=self._seeded)
+
+    def _op_dyadic_deviations(self, request: p.DyadicDeviations) -> p.Answer:
+        vector = self._get(request.source, _Vector)
+        if vector.values.size < 2:
+            raise ValueError("dyadic deviations need a vector of at least 2 cells")
+        prepared = prepare_dyadic_deviations(vector.values.size, request.epsilon, self._accountant.kind)
+        return self._release(request, prepared, dyadic_deviations(vector.values.astype(np.float64)))
 
     def _release(self, request, prepared: Prepared, exact: np.ndarray) -> p.Answer:
         self._accountant.charge(request.source, prepared.cost, record=request.op)  # refuses before any noise

@@ -195,6 +195,10 @@ class Handle:
         )
         return self._session.request(message).index
 
+    def dyadic_deviations(self, epsilon: float | Fraction | str) -> NoisyAnswer:
+        """DAWA's noisy bucket costs: the deviation of every aligned dyadic block (kernel docs/privacy/dawa.md)."""
+        return _answer(self._session.request(p.DyadicDeviations(source=self.id, epsilon=epsilon)))
+
 
 def _labels(partition: Matrix | np.ndarray, size: int) -> np.ndarray:
     """Group label per cell (public: the client chose the partition)."""

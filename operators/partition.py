@@ -11,7 +11,7 @@ vector keeps the domain's order (interval partitions stay intervals).
 The selectors here read no data: ``grid``, ``stripe`` and ``marginal`` use only the domain,
 ``workload_based`` only the workload, ``hilbert_order`` only the side, and ``ahp_cluster``
 only counts that are already noisy (the private half of AHP, the noisy histogram, is the
-kernel's). DAWA's private interval-cost partition also belongs to the kernel.
+kernel's), and ``dawa_partition`` only the kernel's noisy dyadic deviations.
 
 >>> p = grid((4, 4), (2, 2))
 >>> p.groups, p.sizes.tolist()
@@ -210,4 +210,37 @@ def ahp_cluster(noisy_values, epsilon2: float) -> Partition:
         cluster[position] = label
     labels = np.empty(values.size, dtype=np.int64)
     labels[order] = cluster
+    return Partition(labels)
+
+
+def dawa_partition(noisy_costs, n: int, epsilon2: float) -> Partition:
+    """The public half of DAWA's partition: the cheapest partition of n cells into aligned dyadic blocks.
+
+    ``noisy_costs`` are the kernel's noisy deviations of the blocks of widths 2, 4, .., 2^K >= n
+    (``Handle.dyadic_deviations``, level by level, left to right). A block costs its noisy deviation
+    (floored at 0) plus 1 / eps2, the error of measuring its total with Laplace(1 / eps2); a single
+    cell costs 1 / eps2. Bottom-up, each block keeps itself or the best split into its two halves.
+    """
+    if n < 2:
+        return Partition(np.zeros(max(n, 1), dtype=np.int64))
+    if not epsilon2 > 0:
+        raise ValueError(f"epsilon2 must be positive, got {epsilon2}")
+    costs = np.asarray(noisy_costs, dtype=np.float64).ravel()
+    widths = [2**k for k in range(1, (n - 1).bit_length() + 1)]
+    counts = [-(-n // w) for w in widths]
+    if costs.size != sum(counts) or not np.all(np.isfinite(costs)):
+        raise ValueError(f"expected {sum(counts)} finite dyadic costs for {n} cells, got {costs.size}")
+    penalty = 1.0 / epsilon2
+    best = np.full(n, penalty)  # level 0: single cells
+    keep = []  # per level: does the block stay whole?
+    for level in np.split(costs, np.cumsum(counts)[:-1]):
+        children = np.add.reduceat(best, np.arange(0, best.size, 2))
+        whole = np.maximum(level, 0.0) + penalty
+        keep.append(whole <= children)
+        best = np.minimum(whole, children)
+    labels = np.arange(n)  # top-down: a kept block's cells take the label of its first cell
+    for width, kept in zip(reversed(widths), reversed(keep)):
+        starts = np.flatnonzero(kept) * width
+        for start in starts[labels[starts] == starts]:  # not already inside a larger kept block
+            labels[start:min(start + width, n)] = start
     return Partition(labels)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from plans import ahp, grids, hdmm, mwem, residual_planner, static, striped
+from plans import ahp, dawa, grids, hdmm, mwem, residual_planner, static, striped
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,10 @@ info: dict[str, PlanInfo] = {
         ahp.ahp, (1, 2), True, defaults={"rho": 0.85, "eta": 0.35},
         summary="noisy-histogram clustering of similar counts, one noisy count per group",
     ),
+    "DAWA": PlanInfo(
+        dawa.dawa, (1, 2), True, defaults={"rho": 0.25},
+        summary="private dyadic partition into uniform blocks, GreedyH on the blocks (2-D: Hilbert order)",
+    ),
     "UGrid": PlanInfo(
         grids.uniform_grid, (2,), True, True, {"scale": None, "total_share": 0.05, "c": 10.0},
         summary="uniform grid sized from the record count",
@@ -72,6 +76,10 @@ info: dict[str, PlanInfo] = {
     "HB-Striped": PlanInfo(
         striped.hb_striped, (2,), False, defaults={"attribute": 0},
         summary="HB on every stripe with the whole budget (parallel composition)",
+    ),
+    "DAWA-Striped": PlanInfo(
+        dawa.dawa_striped, (2,), True, defaults={"attribute": 0, "rho": 0.25},
+        summary="DAWA on every stripe with the whole budget (parallel composition)",
     ),
 }
 

@@ -94,7 +94,7 @@ class Kronecker(Matrix):
         return self if self.binary else Kronecker([f.square() for f in self.factors])
 
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
-        return reduce(np.kron, [f.column_norms(norm) for f in self.factors])
+        return reduce(lambda a, b: np.multiply.outer(a, b).ravel(), [f.column_norms(norm) for f in self.factors])
 
     def sensitivity(self, norm: Norm = "l1") -> float:
         # Column norms of a Kronecker product are outer products of non-negative vectors.

@@ -1,0 +1,74 @@
+"""DAWA (ektelo plan 9; Li, Hay, Miklau and Wang 2014) and DAWA-Striped (ektelo plan 14).
+
+DAWA spends rho * eps on a private partition of the cells into nearly uniform blocks, then
+measures the reduced vector with GreedyH fit to the reduced workload W P^+ and (1 - rho) * eps,
+and least squares through the reduction's lineage spreads each block evenly.
+
+The private step is the kernel's vetted ``dyadic_deviations`` (docs/privacy/dawa.md): noisy
+deviations of aligned dyadic blocks, which ``operators.partition.dawa_partition`` turns into the
+cheapest partition (public post-processing). Restricting blocks to aligned dyadic intervals is what
+makes the sensitivity small (a cell lies in one block per level); the reference code noised every
+interval as if it were the only one. In 2-D the cells are first put in Hilbert-curve order (a
+permutation: stability 1), so blocks are compact regions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+import scipy.sparse as sp
+
+from kernel.matrix import Matrix, Product, Sparse
+from operators import measure
+from operators.client import Handle
+from operators.inference import Measurement, least_squares
+from operators.partition import dawa_partition, hilbert_order, stripe
+from operators.selection.classic import greedy_h
+from plans.common import BudgetLike, data_vector, epsilon_of, split_budget
+
+
+def _permutation(order: np.ndarray) -> Sparse:
+    """Pi with (Pi x)[t] = x[order[t]]."""
+    n = order.size
+    return Sparse(sp.csr_array((np.ones(n), (np.arange(n), order)), shape=(n, n)))
+
+
+def dawa_measurement(vector: Handle, workload: Matrix, epsilon: Fraction, rho: float | Fraction | str) -> Measurement:
+    """DAWA on a 1-D vector handle whose cells ``workload`` covers: partition with rho * eps, then
+    GreedyH(W P^+) on the reduced vector with the rest."""
+    partition_epsilon, measure_epsilon = split_budget(epsilon, rho, "rho")
+    costs = vector.dyadic_deviations(partition_epsilon).values
+    partition = dawa_partition(costs, vector.size, float(measure_epsilon))
+    groups = vector.reduce_by_partition(partition.labels)
+    return measure.laplace(groups, greedy_h(partition.reduce(workload)), measure_epsilon)
+
+
+def dawa(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
+         rho: float | Fraction | str = 0.25) -> np.ndarray:
+    """DAWA in 1-D, or in 2-D on a square power-of-two grid through the Hilbert ordering."""
+    vector, dims = data_vector(source, shape)
+    if len(dims) == 2:
+        if dims[0] != dims[1]:
+            raise ValueError(f"2-D DAWA orders cells along a Hilbert curve, which needs a square grid; got {dims}")
+        order = _permutation(hilbert_order(dims[0]))
+        vector, workload = vector.transform(order), Product([workload, order.T])
+    elif len(dims) != 1:
+        raise ValueError(f"DAWA supports 1-D and 2-D domains, got {len(dims)} dimensions")
+    return least_squares([dawa_measurement(vector, workload, epsilon_of(budget), rho)], size=vector.size)
+
+
+def dawa_striped(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
+                 attribute: int = 0, rho: float | Fraction | str = 0.25) -> np.ndarray:
+    """DAWA on every 1-D stripe along ``attribute`` with the whole budget (parallel composition: the
+    stripes are disjoint parts), each with GreedyH fit to the workload's columns on that stripe; one
+    least squares over all of them."""
+    vector, dims = data_vector(source, shape)
+    stripes = stripe(dims, attribute)
+    epsilon = epsilon_of(budget)
+    measurements = [
+        dawa_measurement(part, Product([workload, stripes.selection(g).T]), epsilon, rho)
+        for g, part in enumerate(vector.split_by_partition(stripes.labels))
+    ]
+    return least_squares(measurements, size=vector.size)
