@@ -1,5 +1,5 @@
 """The vetted measurement mechanisms: vector Laplace, vector Gaussian, the exponential mechanism, and
-DAWA's noisy dyadic deviations.
+DAWA's noisy dyadic deviations, PHP's private split points.
 
 Each mechanism is two-phase. ``prepare_*`` derives the noise scale, the release grid and the
 charge from the operator's own parameters (the matrix and epsilon / rho / sigma) and draws
@@ -82,6 +82,26 @@ def dyadic_deviations(x: np.ndarray) -> np.ndarray:
     return np.concatenate(costs)
 
 
+SPLIT_SENSITIVITY = 2.0
+"""A unit change of x moves dev(left) + dev(right) by at most 2 (it lies in one side; see docs/privacy/php.md)."""
+
+
+def split_scores(x: np.ndarray, chunk: int = 256) -> np.ndarray:
+    """PHP's split quality -(dev(x[:k]) + dev(x[k:])) for k = 1 .. len - 1, dev(B) = sum_i |x_i - mean_B|."""
+
+    def prefix_deviations(v: np.ndarray) -> np.ndarray:  # dev(v[:m]) for m = 1 .. len
+        means = np.cumsum(v) / np.arange(1, v.size + 1)
+        out = np.empty(v.size)
+        for lo in range(0, v.size, chunk):  # O(len^2) in cache-sized row blocks
+            m = np.arange(lo, min(lo + chunk, v.size))
+            spread = np.abs(v[None, :] - means[m, None])
+            spread[np.arange(v.size)[None, :] > m[:, None]] = 0.0
+            out[m] = spread.sum(axis=1)
+        return out
+
+    return -(prefix_deviations(x)[:-1] + prefix_deviations(x[::-1])[::-1][1:])
+
+
 def prepare_dyadic_deviations(n: int, epsilon: Fraction, unit: Unit) -> Prepared:
     """Laplace noise for :func:`dyadic_deviations` of an n-cell vector (n >= 2); see docs/privacy/dawa.md.
 
@@ -116,7 +136,11 @@ def prepare_exponential(W: Matrix, epsilon: Fraction, unit: Unit) -> tuple[float
     sensitivity = max_abs_entry(W)
     if sensitivity == 0:
         raise ValueError("the workload has no non-zero entries: every query scores 0")
-    return sensitivity, (epsilon if unit is PureDP else epsilon * epsilon / 8)
+    return sensitivity, exponential_cost(epsilon, unit)
+
+
+def exponential_cost(epsilon: Fraction, unit: Unit) -> Fraction:
+    return epsilon if unit is PureDP else epsilon * epsilon / 8
 
 
 def select_worst(source: NoiseSource, scores: np.ndarray, epsilon: Fraction, sensitivity: float) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, TypeAdapter, model_validator
 
 from kernel.domain import Domain
 from kernel.matrix.spec import ArrayData, MatrixSpec
@@ -141,6 +141,15 @@ class DyadicDeviations(_Message):
     epsilon: Epsilon
 
 
+class SplitPoints(_Message):
+    """PHP's bisection step: one private split point in each of several disjoint intervals [start, stop)."""
+
+    op: Literal["split_points"] = "split_points"
+    source: SourceId
+    intervals: list[tuple[NonNegativeInt, NonNegativeInt]] = Field(min_length=1)
+    epsilon: Epsilon
+
+
 class BudgetStatus(_Message):
     op: Literal["budget"] = "budget"
 
@@ -156,13 +165,13 @@ class TranscriptLog(_Message):
 Request = Annotated[
     Union[
         Root, Describe, Where, Project, Vectorize, Transform, ReduceByPartition, SplitByPartition, Laplace, Gaussian,
-        NoisyCount, WorstApprox, DyadicDeviations, BudgetStatus, LineageGraph, TranscriptLog,
+        NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, BudgetStatus, LineageGraph, TranscriptLog,
     ],
     Field(discriminator="op"),
 ]
 RequestAdapter: TypeAdapter = TypeAdapter(Request)
 
-MEASUREMENTS = (Laplace, Gaussian, NoisyCount, WorstApprox, DyadicDeviations)
+MEASUREMENTS = (Laplace, Gaussian, NoisyCount, WorstApprox, DyadicDeviations, SplitPoints)
 
 # ---- responses -------------------------------------------------------------------------
 
@@ -201,6 +210,13 @@ class Selected(_Message):
     seeded: bool
 
 
+class Splits(_Message):
+    kind: Literal["splits"] = "splits"
+    indices: list[int]
+    charge: Budget
+    seeded: bool
+
+
 class BudgetInfo(_Message):
     kind: Literal["budget"] = "budget"
     total: Budget
@@ -227,7 +243,7 @@ class ErrorInfo(_Message):
 
 
 Response = Annotated[
-    Union[SourceInfo, Parts, Answer, Selected, BudgetInfo, LineageInfo, TranscriptInfo, ErrorInfo],
+    Union[SourceInfo, Parts, Answer, Selected, Splits, BudgetInfo, LineageInfo, TranscriptInfo, ErrorInfo],
     Field(discriminator="kind"),
 ]
 ResponseAdapter: TypeAdapter = TypeAdapter(Response)

@@ -25,8 +25,8 @@ from kernel.domain import Domain
 from kernel.ledger import SqliteLedger
 from kernel.matrix import Matrix, Ones, Total, from_spec
 from kernel.mechanisms import (
-    Prepared, dyadic_deviations, prepare_dyadic_deviations, prepare_exponential, prepare_gaussian, prepare_laplace,
-    select_worst,
+    SPLIT_SENSITIVITY, Prepared, dyadic_deviations, exponential_cost, prepare_dyadic_deviations, prepare_exponential,
+    prepare_gaussian, prepare_laplace, select_worst, split_scores,
 )
 from kernel.noise import NoiseSource
 from kernel.predicate import And, Predicate, validate_predicate
@@ -240,6 +240,25 @@ class Kernel:
             raise ValueError("dyadic deviations need a vector of at least 2 cells")
         prepared = prepare_dyadic_deviations(vector.values.size, request.epsilon, self._accountant.kind)
         return self._release(request, prepared, dyadic_deviations(vector.values.astype(np.float64)))
+
+    def _op_split_points(self, request: p.SplitPoints) -> p.Splits:
+        vector = self._get(request.source, _Vector)
+        previous_stop = 0
+        for start, stop in request.intervals:
+            if not (previous_stop <= start and start + 2 <= stop <= vector.values.size):
+                raise ValueError(
+                    f"interval [{start}, {stop}) is not of length >= 2 inside the {vector.values.size} cells, "
+                    "after and disjoint from the ones before it: give sorted, disjoint intervals"
+                )
+            previous_stop = stop
+        cost = exponential_cost(request.epsilon, self._accountant.kind)  # disjoint intervals: parallel composition
+        self._accountant.charge(request.source, cost, record=request.op)
+        values = vector.values.astype(np.float64)
+        indices = [
+            start + 1 + select_worst(self._noise, split_scores(values[start:stop]), request.epsilon, SPLIT_SENSITIVITY)
+            for start, stop in request.intervals
+        ]
+        return p.Splits(indices=indices, charge=self._accountant.as_budget(cost), seeded=self._seeded)
 
     def _release(self, request, prepared: Prepared, exact: np.ndarray) -> p.Answer:
         self._accountant.charge(request.source, prepared.cost, record=request.op)  # refuses before any noise

@@ -195,6 +195,12 @@ class Handle:
         )
         return self._session.request(message).index
 
+    def split_points(self, intervals: Sequence[tuple[int, int]], epsilon: float | Fraction | str) -> list[int]:
+        """PHP's private bisection: a split point k (start < k < stop) in each sorted, disjoint interval,
+        chosen by the exponential mechanism favouring small deviation on both sides (docs/privacy/php.md)."""
+        message = p.SplitPoints(source=self.id, intervals=[tuple(i) for i in intervals], epsilon=epsilon)
+        return self._session.request(message).indices
+
     def dyadic_deviations(self, epsilon: float | Fraction | str) -> NoisyAnswer:
         """DAWA's noisy bucket costs: the deviation of every aligned dyadic block (kernel docs/privacy/dawa.md)."""
         return _answer(self._session.request(p.DyadicDeviations(source=self.id, epsilon=epsilon)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from plans import ahp, dawa, grids, hdmm, mwem, residual_planner, static, striped
+from plans import ahp, dawa, grids, hdmm, mwem, php, residual_planner, static, striped
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,10 @@ info: dict[str, PlanInfo] = {
     "DAWA": PlanInfo(
         dawa.dawa, (1, 2), True, defaults={"rho": 0.25},
         summary="private dyadic partition into uniform blocks, GreedyH on the blocks (2-D: Hilbert order)",
+    ),
+    "PHP": PlanInfo(
+        php.php, (1,), True, defaults={"rho": 0.5, "depth": None},
+        summary="private recursive bisection into uniform intervals, one noisy count each",
     ),
     "UGrid": PlanInfo(
         grids.uniform_grid, (2,), True, True, {"scale": None, "total_share": 0.05, "c": 10.0},

@@ -1,0 +1,103 @@
+"""PHP: the kernel's private split points (scores and their sensitivity by brute force, exact privacy loss
+over neighbours, selection frequencies, charge and refusals) and the PHP plan (exact spend, accuracy)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy import stats
+from scipy.special import softmax
+
+import ektelo_ng as ek
+from kernel.matrix import Prefix
+from kernel.mechanisms import SPLIT_SENSITIVITY, split_scores
+from operators.client import InvalidRequestError
+from plans.php import php
+
+vectors = st.integers(2, 30).flatmap(lambda n: st.lists(st.integers(0, 9), min_size=n, max_size=n))
+
+
+def deviation(x):
+    return float(np.abs(x - x.mean()).sum())
+
+
+def neighbours(x):
+    for j in range(x.size):
+        yield x + np.eye(x.size)[j]
+        if x[j] >= 1:
+            yield x - np.eye(x.size)[j]
+
+
+@settings(max_examples=80, deadline=None)
+@given(vectors)
+def test_split_scores_and_their_sensitivity_by_brute_force(values):
+    x = np.array(values, dtype=float)
+    scores = split_scores(x, chunk=4)  # small chunks exercise the blocking
+    np.testing.assert_allclose(scores, [-(deviation(x[:k]) + deviation(x[k:])) for k in range(1, x.size)], atol=1e-9)
+    worst = max(np.abs(split_scores(y) - scores).max() for y in neighbours(x))
+    assert worst <= SPLIT_SENSITIVITY + 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(vectors, st.sampled_from([0.1, 1.0, 3.0]))
+def test_the_exact_privacy_loss_over_all_neighbours_is_at_most_epsilon(values, epsilon):
+    x = np.array(values, dtype=float)
+
+    def law(v, sensitivity):
+        return softmax(epsilon * split_scores(v) / (2 * sensitivity))
+
+    loss = max(np.abs(np.log(law(x, SPLIT_SENSITIVITY)) - np.log(law(y, SPLIT_SENSITIVITY))).max() for y in neighbours(x))
+    assert loss <= epsilon + 1e-9
+
+
+def test_the_sensitivity_bound_is_attained():
+    """x = 0 vs one record in cell 0 of 64: the split after cell 63 moves by 2 (1 - 1/63)."""
+    change = np.abs(split_scores(np.eye(64)[0]) - split_scores(np.zeros(64))).max()
+    assert change == pytest.approx(2 * (1 - 1 / 63))
+
+
+def _session(x, budget, seed=0):
+    return ek.protect({"a": np.repeat(np.arange(x.size), x)}, ek.Domain.from_dict({"a": x.size}), budget, seed=seed)
+
+
+def test_the_kernel_selects_with_the_stated_law_and_charges_epsilon_once_per_round():
+    x = np.array([3, 3, 0, 0, 0, 8, 8, 8, 1])
+    s = _session(x, ek.PureDP(10_000), seed=4)
+    v = s.source.vectorize()
+    runs = 4000
+    picks = np.array([v.split_points([(0, 9)], 1)[0] for _ in range(runs)])
+    assert s.budget.spent == ek.PureDP(runs)
+    counts = np.bincount(picks - 1, minlength=8)
+    expected = softmax(split_scores(x.astype(float)) / (2 * SPLIT_SENSITIVITY))
+    assert stats.chisquare(counts, runs * expected).pvalue > 1e-6
+    assert stats.chisquare(counts, runs * softmax(split_scores(x.astype(float)) / 2)).pvalue < 1e-6  # without the 2
+    before = s.budget.spent
+    assert len(v.split_points([(0, 3), (3, 6), (6, 9)], "1/2")) == 3
+    assert s.budget.spent == before + ek.PureDP("1/2")  # disjoint intervals: parallel composition
+    z = _session(x, ek.ZCDP(1))
+    z.source.vectorize().split_points([(0, 9)], 1)
+    assert z.budget.spent == ek.ZCDP("1/8")
+
+
+@pytest.mark.parametrize("intervals", [[(0, 5), (4, 9)], [(5, 9), (0, 5)], [(0, 1)], [(3, 10)]])
+def test_bad_intervals_are_refused_and_nothing_is_spent(intervals):
+    s = _session(np.ones(9, int), ek.PureDP(1))
+    with pytest.raises(InvalidRequestError, match="sorted, disjoint intervals"):
+        s.source.vectorize().split_points(intervals, 1)
+    assert s.budget.spent == ek.PureDP.zero()
+
+
+def test_php_spends_its_budget_and_finds_the_steps():
+    x = np.concatenate([np.full(40, 30), np.zeros(60, int), np.full(28, 5)])
+    s = _session(x, ek.PureDP(400))
+    estimate = php(s.source, Prefix(x.size), 400, depth=4)
+    assert s.budget.spent == ek.PureDP(400)
+    assert np.abs(estimate - x).max() < 1.0
+    low = _session(x, ek.PureDP("0.1"), seed=1)
+    estimate = php(low.source, Prefix(x.size), "0.1")
+    assert low.budget.spent == ek.PureDP("0.1") and np.all(np.isfinite(estimate))
+    with pytest.raises(ValueError, match="depth must be between 1 and"):
+        php(low.source, Prefix(x.size), "0.1", depth=math.ceil(math.log2(x.size)) + 1)
