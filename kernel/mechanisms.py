@@ -1,5 +1,5 @@
 """The vetted measurement mechanisms: vector Laplace, vector Gaussian, the exponential mechanism, and
-DAWA's noisy dyadic deviations, PHP's private split points.
+DAWA's noisy dyadic deviations, PHP's private split points, EFPA's private number of Fourier coefficients.
 
 Each mechanism is two-phase. ``prepare_*`` derives the noise scale, the release grid and the
 charge from the operator's own parameters (the matrix and epsilon / rho / sigma) and draws
@@ -24,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 
-from kernel.matrix import Dense, Diagonal, Kronecker, Matrix, Product, Sparse, VStack, Weighted
+from kernel.matrix import Dense, Diagonal, Fourier, Kronecker, Matrix, Product, Sparse, VStack, Weighted
 from kernel.noise import NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, grid_step
 from kernel.privacy import PureDP, ZCDP
 
@@ -100,6 +100,18 @@ def split_scores(x: np.ndarray, chunk: int = 256) -> np.ndarray:
         return out
 
     return -(prefix_deviations(x)[:-1] + prefix_deviations(x[::-1])[::-1][1:])
+
+
+FOURIER_SENSITIVITY = 1.0
+"""||(I - P_k) x||_2 is 1-Lipschitz in the L2 norm, and a unit change has L2 norm <= 1 (docs/privacy/efpa.md)."""
+
+
+def fourier_tail_norms(x: np.ndarray) -> np.ndarray:
+    """||x - P_k x||_2 for k = 1 .. n, P_k the projection on the k lowest real Fourier frequencies: the
+    signal EFPA drops by keeping k coefficients."""
+    energy = (Fourier(x.size) @ x) ** 2
+    tails = np.sqrt(np.maximum(np.cumsum(energy[::-1])[::-1], 0.0))  # tails[r] = ||c[r:]||
+    return np.append(tails[1:], 0.0)
 
 
 def prepare_dyadic_deviations(n: int, epsilon: Fraction, unit: Unit) -> Prepared:

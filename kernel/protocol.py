@@ -150,6 +150,15 @@ class SplitPoints(_Message):
     epsilon: Epsilon
 
 
+class FourierSelect(_Message):
+    """EFPA's choice of k: the exponential mechanism on -(||x - P_k x||_2 + offsets[k - 1]), k = 1 .. n."""
+
+    op: Literal["fourier_select"] = "fourier_select"
+    source: SourceId
+    offsets: ArrayData
+    epsilon: Epsilon
+
+
 class BudgetStatus(_Message):
     op: Literal["budget"] = "budget"
 
@@ -165,13 +174,13 @@ class TranscriptLog(_Message):
 Request = Annotated[
     Union[
         Root, Describe, Where, Project, Vectorize, Transform, ReduceByPartition, SplitByPartition, Laplace, Gaussian,
-        NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, BudgetStatus, LineageGraph, TranscriptLog,
+        NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect, BudgetStatus, LineageGraph, TranscriptLog,
     ],
     Field(discriminator="op"),
 ]
 RequestAdapter: TypeAdapter = TypeAdapter(Request)
 
-MEASUREMENTS = (Laplace, Gaussian, NoisyCount, WorstApprox, DyadicDeviations, SplitPoints)
+MEASUREMENTS = (Laplace, Gaussian, NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect)
 
 # ---- responses -------------------------------------------------------------------------
 

@@ -25,8 +25,8 @@ from kernel.domain import Domain
 from kernel.ledger import SqliteLedger
 from kernel.matrix import Matrix, Ones, Total, from_spec
 from kernel.mechanisms import (
-    SPLIT_SENSITIVITY, Prepared, dyadic_deviations, exponential_cost, prepare_dyadic_deviations, prepare_exponential,
-    prepare_gaussian, prepare_laplace, select_worst, split_scores,
+    FOURIER_SENSITIVITY, SPLIT_SENSITIVITY, Prepared, dyadic_deviations, exponential_cost, fourier_tail_norms,
+    prepare_dyadic_deviations, prepare_exponential, prepare_gaussian, prepare_laplace, select_worst, split_scores,
 )
 from kernel.noise import NoiseSource
 from kernel.predicate import And, Predicate, validate_predicate
@@ -259,6 +259,18 @@ class Kernel:
             for start, stop in request.intervals
         ]
         return p.Splits(indices=indices, charge=self._accountant.as_budget(cost), seeded=self._seeded)
+
+    def _op_fourier_select(self, request: p.FourierSelect) -> p.Selected:
+        vector = self._get(request.source, _Vector)
+        offsets = request.offsets.array()
+        n = vector.values.size
+        if offsets.shape != (n,) or not np.all(np.isfinite(offsets)):
+            raise ValueError(f"offsets must be {n} finite numbers, one for each k = 1..{n}; got shape {offsets.shape}")
+        cost = exponential_cost(request.epsilon, self._accountant.kind)
+        self._accountant.charge(request.source, cost, record=request.op)
+        scores = -(fourier_tail_norms(vector.values.astype(np.float64)) + offsets)
+        k = 1 + select_worst(self._noise, scores, request.epsilon, FOURIER_SENSITIVITY)
+        return p.Selected(index=k, charge=self._accountant.as_budget(cost), seeded=self._seeded)
 
     def _release(self, request, prepared: Prepared, exact: np.ndarray) -> p.Answer:
         self._accountant.charge(request.source, prepared.cost, record=request.op)  # refuses before any noise

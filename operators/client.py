@@ -201,6 +201,12 @@ class Handle:
         message = p.SplitPoints(source=self.id, intervals=[tuple(i) for i in intervals], epsilon=epsilon)
         return self._session.request(message).indices
 
+    def fourier_select(self, offsets: np.ndarray, epsilon: float | Fraction | str) -> int:
+        """EFPA's private k: how many of the lowest real Fourier frequencies to keep, favouring a small
+        dropped norm plus the public ``offsets[k - 1]`` (the expected noise error of measuring k)."""
+        message = p.FourierSelect(source=self.id, offsets=ArrayData.of(np.asarray(offsets, float)), epsilon=epsilon)
+        return self._session.request(message).index
+
     def dyadic_deviations(self, epsilon: float | Fraction | str) -> NoisyAnswer:
         """DAWA's noisy bucket costs: the deviation of every aligned dyadic block (kernel docs/privacy/dawa.md)."""
         return _answer(self._session.request(p.DyadicDeviations(source=self.id, epsilon=epsilon)))

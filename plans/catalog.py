@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from plans import ahp, dawa, grids, hdmm, mwem, php, residual_planner, static, striped
+from plans import ahp, dawa, efpa, grids, hdmm, mwem, php, residual_planner, static, striped
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,10 @@ info: dict[str, PlanInfo] = {
     "PHP": PlanInfo(
         php.php, (1,), True, defaults={"rho": 0.5, "depth": None},
         summary="private recursive bisection into uniform intervals, one noisy count each",
+    ),
+    "EFPA": PlanInfo(
+        efpa.efpa, (1,), True, defaults={"rho": 0.3},
+        summary="the k lowest Fourier frequencies, k chosen privately, measured with Laplace",
     ),
     "UGrid": PlanInfo(
         grids.uniform_grid, (2,), True, True, {"scale": None, "total_share": 0.05, "c": 10.0},

@@ -16,7 +16,7 @@ from plans import grids, mwem, striped
 from plans.catalog import catalog, info
 from plans.common import data_vector
 
-ADAPTIVE = ["MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "AHP", "DAWA", "PHP", "UGrid", "AGrid", "HB-Striped", "DAWA-Striped"]
+ADAPTIVE = ["MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "AHP", "DAWA", "PHP", "EFPA", "UGrid", "AGrid", "HB-Striped", "DAWA-Striped"]
 EPSILON = Fraction(1, 2)
 
 

@@ -18,6 +18,7 @@ from kernel.matrix import (
     AllRange,
     Dense,
     Diagonal,
+    Fourier,
     Haar,
     Hierarchical,
     HStack,
@@ -78,13 +79,32 @@ def haar_oracle(n):
     return np.array(rows)
 
 
+def fourier_oracle(n):
+    """The orthonormal real Fourier basis, row by row from its definition."""
+    j = np.arange(n)
+    rows = [np.full(n, 1 / np.sqrt(n))]
+    for f in range(1, (n + 1) // 2):
+        rows += [np.sqrt(2 / n) * np.cos(2 * np.pi * f * j / n), -np.sqrt(2 / n) * np.sin(2 * np.pi * f * j / n)]
+    if n % 2 == 0:
+        rows.append((-1.0) ** j / np.sqrt(n))
+    return np.array(rows)
+
+
+def test_the_fourier_basis_is_orthonormal():
+    for n in (1, 2, 5, 8, 33):
+        B = fourier_oracle(n)
+        np.testing.assert_allclose(B @ B.T, np.eye(n), atol=1e-12)
+        np.testing.assert_allclose(Fourier(n).dense(), B, atol=1e-12)
+
+
 finite = st.floats(-3, 3, allow_nan=False).filter(lambda v: abs(v) > 0.05)
 
 
 @st.composite
 def leaves(draw, cols):
     n = cols
-    options = ["identity", "ones", "prefix", "suffix", "all_range", "width", "intervals", "boxes", "dense", "sparse", "diag"]
+    options = ["identity", "ones", "prefix", "suffix", "all_range", "width", "intervals", "boxes", "dense", "sparse", "diag",
+               "fourier"]
     if n >= 2:
         options.append("tree")
     if n & (n - 1) == 0:
@@ -126,6 +146,9 @@ def leaves(draw, cols):
         return Hierarchical(n, b, root), tree_oracle(n, b, root)
     if kind == "haar":
         return Haar(n), haar_oracle(n)
+    if kind == "fourier":
+        k = draw(st.integers(1, n))
+        return Fourier(n, k), fourier_oracle(n)[:k]
     if kind == "diag":
         values = np.array(draw(st.lists(finite, min_size=n, max_size=n)))
         return Diagonal(values), np.diag(values)

@@ -7,6 +7,7 @@ from kernel.matrix.base import Matrix, Norm, Product, Sum, Transpose, Weighted
 from kernel.matrix.blocks import (
     AllRange,
     Diagonal,
+    Fourier,
     Haar,
     Hierarchical,
     Identity,
@@ -24,7 +25,7 @@ from kernel.matrix.ranges import Ranges
 from kernel.matrix.spec import MatrixSpec, MatrixSpecAdapter, from_spec
 
 __all__ = [
-    "AllRange", "Dense", "Diagonal", "HStack", "Haar", "Hierarchical", "Identity", "IntervalGram", "Intervals",
+    "AllRange", "Dense", "Diagonal", "Fourier", "HStack", "Haar", "Hierarchical", "Identity", "IntervalGram", "Intervals",
     "Kronecker", "Marginals", "Matrix", "MatrixSpec", "MatrixSpecAdapter", "Norm", "Ones", "Prefix", "Product", "Ranges",
     "Sparse", "Suffix", "Sum", "Total", "Transpose", "Weighted", "WidthRange", "from_spec",
 ]

@@ -1,4 +1,4 @@
-"""Structured one-dimensional blocks: identity, ones, diagonals, interval queries, Haar.
+"""Structured one-dimensional blocks: identity, ones, diagonals, interval queries, Haar, real Fourier.
 
 Interval families (prefix, suffix, all ranges, width-w ranges, hierarchies, any list of
 intervals) share one implementation: a row sums the cells ``lo..hi`` (inclusive), so
@@ -25,7 +25,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from kernel.matrix.base import Matrix, Norm, _check_norm
+from kernel.matrix.base import Matrix, Norm, Product, _check_norm
 from kernel.matrix.dense import Sparse
 
 
@@ -498,3 +498,48 @@ class Haar(Sparse):
         from kernel.matrix.spec import HaarSpec
 
         return HaarSpec(n=self.n)
+
+
+class Fourier(Matrix):
+    """The first k rows of the orthonormal real Fourier basis of R^n, lowest frequencies first (EFPA).
+
+    Rows: the constant 1/sqrt(n); for f = 1, 2, .. < n/2 the pair sqrt(2/n) cos(2 pi f j / n) and
+    -sqrt(2/n) sin(2 pi f j / n); for even n the alternating row (-1)^j / sqrt(n). All n rows are
+    orthonormal, so A A^T = I. Products go through numpy's real FFT (``norm="ortho"``): O(n log n).
+    """
+
+    def __init__(self, n: int, k: int | None = None):
+        self.n = _positive_int(n, "Fourier size")
+        self.k = self.n if k is None else _positive_int(k, "Fourier rows")
+        if self.k > self.n:
+            raise ValueError(f"the real Fourier basis of R^{self.n} has {self.n} rows, asked for {self.k}")
+        self.shape = (self.k, self.n)
+
+    def _matmat(self, X):
+        spectrum = np.fft.rfft(X, axis=0, norm="ortho")
+        pairs = np.sqrt(2.0) * np.stack([spectrum.real[1:], spectrum.imag[1:]], axis=1).reshape(-1, X.shape[1])
+        if self.n % 2 == 0:  # the last frequency is real: one row, no factor sqrt(2)
+            pairs = np.vstack([pairs[:-2], spectrum.real[-1:]])
+        return np.vstack([spectrum.real[:1], pairs])[: self.k]
+
+    def _rmatmat(self, Y):
+        full = np.zeros((self.n, Y.shape[1]))
+        full[: self.k] = Y
+        spectrum = np.zeros((self.n // 2 + 1, Y.shape[1]), dtype=np.complex128)
+        spectrum[0] = full[0]
+        paired = (self.n - 1) // 2
+        spectrum[1 : paired + 1] = (full[1 : 2 * paired + 1 : 2] + 1j * full[2 : 2 * paired + 2 : 2]) / np.sqrt(2.0)
+        if self.n % 2 == 0:
+            spectrum[-1] = full[-1]
+        return np.fft.irfft(spectrum, n=self.n, axis=0, norm="ortho")
+
+    def gram(self) -> Matrix:
+        return Identity(self.n) if self.k == self.n else Product([self.T, self])
+
+    def pinv(self) -> Matrix:
+        return self.T  # orthonormal rows
+
+    def to_spec(self):
+        from kernel.matrix.spec import FourierSpec
+
+        return FourierSpec(n=self.n, k=self.k)

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 import scipy.sparse as sp
 
 from kernel.matrix.base import Matrix, Product, Sum, Transpose, Weighted
-from kernel.matrix.blocks import AllRange, Diagonal, Haar, Hierarchical, Identity, Intervals, Ones, Prefix, Suffix, WidthRange
+from kernel.matrix.blocks import AllRange, Diagonal, Fourier, Haar, Hierarchical, Identity, Intervals, Ones, Prefix, Suffix, WidthRange
 from kernel.matrix.compose import HStack, Kronecker, Marginals, VStack
 from kernel.matrix.dense import Dense, Sparse
 from kernel.matrix.ranges import Ranges
@@ -161,6 +161,15 @@ class HaarSpec(_Spec):
         return Haar(self.n)
 
 
+class FourierSpec(_Spec):
+    kind: Literal["fourier"] = "fourier"
+    n: Size
+    k: Size
+
+    def build(self) -> Matrix:
+        return Fourier(self.n, self.k)
+
+
 class DenseSpec(_Spec):
     kind: Literal["dense"] = "dense"
     data: ArrayData
@@ -275,7 +284,7 @@ class GramSpec(_Spec):
 MatrixSpec = Annotated[
     Union[
         IdentitySpec, OnesSpec, DiagonalSpec, PrefixSpec, SuffixSpec, AllRangeSpec, WidthRangeSpec,
-        IntervalsSpec, RangesSpec, HierarchicalSpec, HaarSpec, DenseSpec, SparseSpec, MarginalsSpec, KroneckerSpec,
+        IntervalsSpec, RangesSpec, HierarchicalSpec, HaarSpec, FourierSpec, DenseSpec, SparseSpec, MarginalsSpec, KroneckerSpec,
         VStackSpec, HStackSpec, ProductSpec, SumSpec, WeightedSpec, TransposeSpec, GramSpec,
     ],
     Field(discriminator="kind"),
