@@ -1,5 +1,5 @@
 """The vetted measurement mechanisms: vector Laplace, vector Gaussian, the exponential mechanism, and
-DAWA's noisy dyadic deviations, PHP's private split points, EFPA's private number of Fourier coefficients.
+DAWA's noisy dyadic deviations, PHP's private split points, EFPA's private number of Fourier coefficients, StructureFirst's private bucket boundaries.
 
 Each mechanism is two-phase. ``prepare_*`` derives the noise scale, the release grid and the
 charge from the operator's own parameters (the matrix and epsilon / rho / sigma) and draws
@@ -112,6 +112,43 @@ def fourier_tail_norms(x: np.ndarray) -> np.ndarray:
     energy = (Fourier(x.size) @ x) ** 2
     tails = np.sqrt(np.maximum(np.cumsum(energy[::-1])[::-1], 0.0))  # tails[r] = ||c[r:]||
     return np.append(tails[1:], 0.0)
+
+
+def interval_sse(x: np.ndarray) -> np.ndarray:
+    """sse[a, b] = sum_{a <= i < b} (x_i - mean)^2 for 0 <= a < b <= n (inf elsewhere), from prefix sums."""
+    s1, s2 = np.append(0.0, np.cumsum(x)), np.append(0.0, np.cumsum(x * x))
+    length = np.arange(x.size + 1)[None, :] - np.arange(x.size + 1)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sse = (s2[None, :] - s2[:, None]) - (s1[None, :] - s1[:, None]) ** 2 / length
+    sse[length <= 0] = np.inf
+    return np.maximum(sse, 0.0)
+
+
+def bucket_costs(x: np.ndarray, most: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``interval_sse(x)`` and, for j = 1..most, best[j - 1][q]: the least total SSE of the first q cells
+    cut into j non-empty buckets (inf when q < j), by dynamic programming in min-plus products."""
+    sse = interval_sse(x)
+    best = [sse[0]]
+    for _ in range(1, most):
+        best.append(np.min(best[-1][:, None] + sse, axis=0))
+    return sse, best
+
+
+def structure_first_boundaries(
+    source: NoiseSource, x: np.ndarray, bound: float, buckets: int, epsilon: Fraction
+) -> list[int]:
+    """StructureFirst: the buckets - 1 inner boundaries, sampled right to left, each by the exponential
+    mechanism with epsilon / (buckets - 1) on -(cheapest SSE of the cells left of it in j buckets + SSE of
+    the bucket it closes). Counts are clipped to the public ``bound`` F first, so every score moves by at
+    most 2 F + 1 (docs/privacy/structure-first.md)."""
+    sse, best = bucket_costs(np.clip(x, 0.0, bound), buckets - 1)
+    boundaries, right = [], x.size
+    for j in range(buckets - 1, 0, -1):
+        candidates = np.arange(j, right)  # j buckets left of the boundary, a non-empty one right of it
+        scores = -(best[j - 1][candidates] + sse[candidates, right])
+        right = int(candidates[select_worst(source, scores, epsilon / (buckets - 1), 2 * bound + 1)])
+        boundaries.append(right)
+    return boundaries[::-1]
 
 
 def prepare_dyadic_deviations(n: int, epsilon: Fraction, unit: Unit) -> Prepared:

@@ -159,6 +159,17 @@ class FourierSelect(_Message):
     epsilon: Epsilon
 
 
+class StructureFirst(_Message):
+    """StructureFirst's bucket boundaries: ``buckets - 1`` exponential-mechanism draws on SSE costs of the
+    vector clipped to the public ``bound``."""
+
+    op: Literal["structure_first"] = "structure_first"
+    source: SourceId
+    buckets: Annotated[int, Field(ge=2)]
+    bound: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    epsilon: Epsilon
+
+
 class BudgetStatus(_Message):
     op: Literal["budget"] = "budget"
 
@@ -174,13 +185,16 @@ class TranscriptLog(_Message):
 Request = Annotated[
     Union[
         Root, Describe, Where, Project, Vectorize, Transform, ReduceByPartition, SplitByPartition, Laplace, Gaussian,
-        NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect, BudgetStatus, LineageGraph, TranscriptLog,
+        NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect, StructureFirst,
+        BudgetStatus, LineageGraph, TranscriptLog,
     ],
     Field(discriminator="op"),
 ]
 RequestAdapter: TypeAdapter = TypeAdapter(Request)
 
-MEASUREMENTS = (Laplace, Gaussian, NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect)
+MEASUREMENTS = (
+    Laplace, Gaussian, NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect, StructureFirst,
+)
 
 # ---- responses -------------------------------------------------------------------------
 

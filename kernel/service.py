@@ -27,6 +27,7 @@ from kernel.matrix import Matrix, Ones, Total, from_spec
 from kernel.mechanisms import (
     FOURIER_SENSITIVITY, SPLIT_SENSITIVITY, Prepared, dyadic_deviations, exponential_cost, fourier_tail_norms,
     prepare_dyadic_deviations, prepare_exponential, prepare_gaussian, prepare_laplace, select_worst, split_scores,
+    structure_first_boundaries,
 )
 from kernel.noise import NoiseSource
 from kernel.predicate import And, Predicate, validate_predicate
@@ -271,6 +272,16 @@ class Kernel:
         scores = -(fourier_tail_norms(vector.values.astype(np.float64)) + offsets)
         k = 1 + select_worst(self._noise, scores, request.epsilon, FOURIER_SENSITIVITY)
         return p.Selected(index=k, charge=self._accountant.as_budget(cost), seeded=self._seeded)
+
+    def _op_structure_first(self, request: p.StructureFirst) -> p.Splits:
+        vector = self._get(request.source, _Vector)
+        if not request.buckets <= vector.values.size:
+            raise ValueError(f"{request.buckets} buckets need at least as many cells; the vector has {vector.values.size}")
+        cost = exponential_cost(request.epsilon, self._accountant.kind)  # buckets - 1 draws at eps / (buckets - 1)
+        self._accountant.charge(request.source, cost, record=request.op)
+        values = vector.values.astype(np.float64)
+        indices = structure_first_boundaries(self._noise, values, request.bound, request.buckets, request.epsilon)
+        return p.Splits(indices=indices, charge=self._accountant.as_budget(cost), seeded=self._seeded)
 
     def _release(self, request, prepared: Prepared, exact: np.ndarray) -> p.Answer:
         self._accountant.charge(request.source, prepared.cost, record=request.op)  # refuses before any noise

@@ -207,6 +207,12 @@ class Handle:
         message = p.FourierSelect(source=self.id, offsets=ArrayData.of(np.asarray(offsets, float)), epsilon=epsilon)
         return self._session.request(message).index
 
+    def structure_first(self, buckets: int, bound: float, epsilon: float | Fraction | str) -> list[int]:
+        """StructureFirst's private bucket boundaries (``buckets - 1`` sorted cut points), from SSE costs of
+        the counts clipped to the public ``bound`` (docs/privacy/structure-first.md)."""
+        message = p.StructureFirst(source=self.id, buckets=buckets, bound=bound, epsilon=epsilon)
+        return self._session.request(message).indices
+
     def dyadic_deviations(self, epsilon: float | Fraction | str) -> NoisyAnswer:
         """DAWA's noisy bucket costs: the deviation of every aligned dyadic block (kernel docs/privacy/dawa.md)."""
         return _answer(self._session.request(p.DyadicDeviations(source=self.id, epsilon=epsilon)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from plans import ahp, dawa, efpa, grids, hdmm, mwem, php, residual_planner, static, striped
+from plans import ahp, dawa, efpa, grids, hdmm, mwem, php, residual_planner, static, striped, structure_first
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,11 @@ info: dict[str, PlanInfo] = {
     "EFPA": PlanInfo(
         efpa.efpa, (1,), True, defaults={"rho": 0.3},
         summary="the k lowest Fourier frequencies, k chosen privately, measured with Laplace",
+    ),
+    "SF": PlanInfo(
+        structure_first.structure_first, (1,), True, True,
+        {"buckets": 32, "rho": 0.3, "bound": None, "scale": None, "total_share": 0.05},
+        summary="StructureFirst: private SSE-optimal buckets (count bound from N), one noisy count each",
     ),
     "UGrid": PlanInfo(
         grids.uniform_grid, (2,), True, True, {"scale": None, "total_share": 0.05, "c": 10.0},

@@ -1,0 +1,109 @@
+"""StructureFirst: the kernel's bucket costs (against enumeration of every bucketing) and the sensitivity of
+its scores under clipping, the selection law, charge and refusals, and the plan."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy import stats
+from scipy.special import softmax
+
+import ektelo_ng as ek
+from kernel.matrix import Prefix
+from kernel.mechanisms import bucket_costs, interval_sse
+from operators.client import InvalidRequestError
+from plans.structure_first import structure_first
+
+BOUND = 6
+vectors = st.integers(2, 7).flatmap(lambda n: st.lists(st.integers(0, BOUND), min_size=n, max_size=n))
+
+
+def sse(v):
+    return float(((v - v.mean()) ** 2).sum()) if v.size else 0.0
+
+
+def brute_best(x, j, q):
+    """The least total SSE of x[:q] in j non-empty buckets, over every choice of cut points."""
+    if q < j:
+        return np.inf
+    return min(sum(sse(x[a:b]) for a, b in zip((0, *cuts), (*cuts, q))) for cuts in combinations(range(1, q), j - 1))
+
+
+def scores(x, j):
+    """Every score the sampler can use at step j: best_j(q) + SSE(q, right) for q < right."""
+    table, best = bucket_costs(x, j)
+    n = x.size
+    return np.array([best[j - 1][q] + table[q, r] for r in range(1, n + 1) for q in range(j, r)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(vectors)
+def test_bucket_costs_match_enumeration(values):
+    x = np.array(values, dtype=float)
+    n = x.size
+    table, best = bucket_costs(x, n)
+    for a in range(n):
+        for b in range(a + 1, n + 1):
+            assert table[a, b] == pytest.approx(sse(x[a:b]), abs=1e-9)
+    for j in range(1, n + 1):
+        for q in range(n + 1):
+            assert best[j - 1][q] == pytest.approx(brute_best(x, j, q), abs=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(vectors)
+def test_scores_move_by_at_most_2f_plus_1_between_clipped_neighbours(values):
+    x = np.array(values, dtype=float)
+    for j in range(1, x.size):
+        base = scores(x, j)
+        for cell in range(x.size):
+            for step in (1, -1):
+                y = x.copy()
+                y[cell] = np.clip(y[cell] + step, 0, BOUND)  # clipping keeps neighbours within one unit
+                assert np.abs(scores(y, j) - base).max() <= 2 * BOUND + 1 + 1e-9
+
+
+def _session(x, budget, seed=0):
+    return ek.protect({"a": np.repeat(np.arange(x.size), x)}, ek.Domain.from_dict({"a": x.size}), budget, seed=seed)
+
+
+def test_the_kernel_samples_the_stated_law_and_charges_epsilon():
+    x = np.array([4, 4, 5, 0, 1, 0, 6, 6])
+    s = _session(x, ek.PureDP(10_000), seed=8)
+    v = s.source.vectorize()
+    runs = 4000
+    picks = np.array([v.structure_first(2, BOUND, 1)[0] for _ in range(runs)])
+    assert s.budget.spent == ek.PureDP(runs)
+    table = interval_sse(x.astype(float))
+    cost = np.array([table[0, q] + table[q, x.size] for q in range(1, x.size)])
+    counts = np.bincount(picks - 1, minlength=x.size - 1)
+    assert stats.chisquare(counts, runs * softmax(-cost / (2 * (2 * BOUND + 1)))).pvalue > 1e-6
+    assert stats.chisquare(counts, runs * softmax(-cost / (2 * BOUND + 1))).pvalue < 1e-6  # without the 2
+    cuts = v.structure_first(4, BOUND, 1)
+    assert len(cuts) == 3 and 0 < cuts[0] < cuts[1] < cuts[2] < x.size
+    z = _session(x, ek.ZCDP(1))
+    z.source.vectorize().structure_first(3, BOUND, 1)
+    assert z.budget.spent == ek.ZCDP("1/8")
+
+
+def test_too_many_buckets_are_refused_and_nothing_is_spent():
+    s = _session(np.ones(4, int), ek.PureDP(1))
+    with pytest.raises(InvalidRequestError, match="5 buckets need at least as many cells"):
+        s.source.vectorize().structure_first(5, 1, 1)
+    assert s.budget.spent == ek.PureDP.zero()
+
+
+def test_structure_first_spends_its_budget_and_finds_the_steps():
+    x = np.concatenate([np.full(20, 30), np.zeros(30, int), np.full(14, 8)])
+    s = _session(x, ek.PureDP(5000))
+    estimate = structure_first(s.source, Prefix(x.size), 5000, buckets=3, bound=40)
+    assert s.budget.spent == ek.PureDP(5000)
+    assert np.abs(estimate - x).max() < 1.0
+    low = _session(x, ek.PureDP("0.1"), seed=1)
+    estimate = structure_first(low.source, Prefix(x.size), "0.1")  # bound from a noisy total
+    assert low.budget.spent == ek.PureDP("0.1") and np.all(np.isfinite(estimate))
+    with pytest.raises(ValueError, match="buckets must be between 2 and"):
+        structure_first(low.source, Prefix(x.size), "0.1", buckets=1000)
