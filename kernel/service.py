@@ -56,6 +56,10 @@ class UnknownSource(KeyError):
     pass
 
 
+QUADRATIC_LIMIT = 8192
+"""Longest vector or interval the quadratic-cost selection mechanisms (PHP, StructureFirst) accept."""
+
+
 class Kernel:
     """The protected kernel of one private table."""
 
@@ -246,10 +250,10 @@ class Kernel:
         vector = self._get(request.source, _Vector)
         previous_stop = 0
         for start, stop in request.intervals:
-            if not (previous_stop <= start and start + 2 <= stop <= vector.values.size):
+            if not (previous_stop <= start and start + 2 <= stop <= min(vector.values.size, start + QUADRATIC_LIMIT)):
                 raise ValueError(
-                    f"interval [{start}, {stop}) is not of length >= 2 inside the {vector.values.size} cells, "
-                    "after and disjoint from the ones before it: give sorted, disjoint intervals"
+                    f"interval [{start}, {stop}) is not of length 2..{QUADRATIC_LIMIT} inside the {vector.values.size} "
+                    "cells, after and disjoint from the ones before it: give sorted, disjoint intervals"
                 )
             previous_stop = stop
         cost = exponential_cost(request.epsilon, self._accountant.kind)  # disjoint intervals: parallel composition
@@ -275,8 +279,11 @@ class Kernel:
 
     def _op_structure_first(self, request: p.StructureFirst) -> p.Splits:
         vector = self._get(request.source, _Vector)
-        if not request.buckets <= vector.values.size:
-            raise ValueError(f"{request.buckets} buckets need at least as many cells; the vector has {vector.values.size}")
+        if not request.buckets <= vector.values.size <= QUADRATIC_LIMIT:
+            raise ValueError(
+                f"{request.buckets} buckets need at least as many cells, and the quadratic-time dynamic program at "
+                f"most {QUADRATIC_LIMIT}; the vector has {vector.values.size} (reduce or split it first)"
+            )
         cost = exponential_cost(request.epsilon, self._accountant.kind)  # buckets - 1 draws at eps / (buckets - 1)
         self._accountant.charge(request.source, cost, record=request.op)
         values = vector.values.astype(np.float64)
