@@ -70,8 +70,11 @@ class Project(_Message):
 
 
 class Vectorize(_Message):
+    """The table's histogram, or with ``attributes`` its marginal on them (project and vectorize in one step)."""
+
     op: Literal["vectorize"] = "vectorize"
     source: SourceId
+    attributes: list[str] | None = Field(default=None, min_length=1)
 
 
 class Transform(_Message):

@@ -163,16 +163,22 @@ class Kernel:
         return self._info(self._derive(request.source, child, "where", Fraction(1)))
 
     def _op_project(self, request: p.Project) -> p.SourceInfo:
-        table = self._get(request.source, _Table)
-        table.domain.indices(request.attributes)  # names must be in this source's domain
-        keep = tuple(sorted(table.backend.domain.indices(request.attributes)))
-        child = _Table(table.backend, keep, table.predicate)
+        child = self._projected(self._get(request.source, _Table), request.attributes)
         return self._info(self._derive(request.source, child, "project", Fraction(1)))
+
+    @staticmethod
+    def _projected(table: _Table, attributes: list[str]) -> _Table:
+        table.domain.indices(attributes)  # names must be in this source's domain
+        return _Table(table.backend, tuple(sorted(table.backend.domain.indices(attributes))), table.predicate)
 
     def _op_vectorize(self, request: p.Vectorize) -> p.SourceInfo:
         table = self._get(request.source, _Table)
+        if request.attributes is not None:  # projection is 1-stable: the vector stays 1-stable
+            table = self._projected(table, request.attributes)
         counts = np.asarray(table.backend.histogram(table.attributes, table.predicate), dtype=np.int64).ravel()
-        return self._info(self._derive(request.source, _Vector(counts, True), "vectorize", Fraction(1)))
+        name = self._derive(request.source, _Vector(counts, True), "vectorize", Fraction(1))
+        self._graph.nodes[name]["attributes"] = list(table.domain.names)  # the cells' axes, in order
+        return self._info(name)
 
     def _op_transform(self, request: p.Transform) -> p.SourceInfo:
         vector = self._get(request.source, _Vector)

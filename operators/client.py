@@ -155,8 +155,9 @@ class Handle:
     def project(self, attributes: Sequence[str]) -> Handle:
         return self._derived(p.Project(source=self.id, attributes=list(attributes)))
 
-    def vectorize(self) -> Handle:
-        return self._derived(p.Vectorize(source=self.id))
+    def vectorize(self, attributes: Sequence[str] | None = None) -> Handle:
+        """The histogram of this table, or its marginal on ``attributes`` (one request, no table left behind)."""
+        return self._derived(p.Vectorize(source=self.id, attributes=None if attributes is None else list(attributes)))
 
     def transform(self, matrix: Matrix) -> Handle:
         return self._derived(p.Transform(source=self.id, matrix=matrix.to_spec()), matrix)

@@ -221,7 +221,7 @@ class ResidualPlannerEstimate(ResidualReconstruction):
 def count_hosts(source: Handle, hosts: Sequence[Host]) -> list[Handle]:
     """Vectorize each host's projection in the kernel (the only pass over the table)."""
     names = source.domain.names
-    return [source.project([names[i] for i in h.attributes]).vectorize() for h in hosts]
+    return [source.vectorize([names[i] for i in h.attributes]) for h in hosts]
 
 
 def measure_hosts(vectors: Sequence[Handle], hosts: Sequence[Host], strategy: ResidualPlannerStrategy,
