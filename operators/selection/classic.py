@@ -25,7 +25,6 @@ import itertools
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
 from kernel.domain import DomainLike, as_domain
 from kernel.matrix import (
@@ -40,8 +39,8 @@ from kernel.matrix import (
     Prefix,
     Product,
     Ranges,
-    Sparse,
     Total,
+    VStack,
 )
 
 Shape = int | DomainLike
@@ -388,5 +387,5 @@ def mwem_h2_augmentation(query, n: int, round_index: int) -> Matrix:
     hi = np.minimum(lo + width, n) - 1
     touched = np.add.reduceat((query != 0).astype(np.int64), lo) > 0
     lo, hi = lo[~touched], hi[~touched]
-    rows = Intervals(n, lo, hi).dense() if lo.size else np.zeros((0, n))
-    return Sparse(sp.csr_array(np.vstack([query[None, :], rows])))
+    selected = Dense(query[None, :])
+    return VStack([selected, Intervals(n, lo, hi)]) if lo.size else selected
