@@ -2,7 +2,8 @@
 
 A pure-DP budget measures with Laplace noise, a zCDP budget with Gaussian noise; the
 reconstruction uses the strategy's structure (Kronecker or marginal pseudo-inverses, LSMR for
-unions).
+unions). Selection reads only the workload, so it is remembered (``operators.selection.memo``):
+running the plan again on the same workload measures at once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 from operators.client import Handle
 from kernel.matrix import Matrix
 from kernel.privacy import ZCDP
+from operators.selection import memo
 from operators.selection.hdmm import hdmm as select_hdmm
 from plans.common import BudgetLike, data_vector, epsilon_of
 
@@ -24,10 +26,13 @@ def hdmm(source: Handle, workload: Matrix, budget: BudgetLike | ZCDP, shape: Seq
     vector, _ = data_vector(source, shape)
     if workload.shape[1] != vector.size:
         raise ValueError(f"the workload has {workload.shape[1]} columns but the data vector has {vector.size} cells")
+    noise = "gaussian" if isinstance(budget, ZCDP) else "laplace"
+    strategy = memo.remember(
+        "hdmm", workload, (noise, restarts, seed),
+        lambda: select_hdmm(workload, noise=noise, restarts=restarts, seed=seed),
+    )
     if isinstance(budget, ZCDP):
-        strategy = select_hdmm(workload, noise="gaussian", restarts=restarts, seed=seed)
         answer = vector.gaussian(strategy.matrix, rho=budget.rho)
     else:
-        strategy = select_hdmm(workload, noise="laplace", restarts=restarts, seed=seed)
         answer = vector.laplace(strategy.matrix, epsilon_of(budget))
     return strategy.reconstruct(answer.values)

@@ -12,7 +12,7 @@ import numpy as np
 
 from operators.client import Handle
 from kernel.matrix import Matrix
-from operators.selection import classic
+from operators.selection import classic, memo
 from plans.common import BudgetLike, data_vector, measure_and_solve
 
 
@@ -34,7 +34,10 @@ uniform = strategy_plan(lambda s, W: classic.total(s), "uniform", "Uniform: the 
 privelet = strategy_plan(lambda s, W: classic.privelet(s), "privelet", "Privelet: Haar wavelet coefficients.")
 h2 = strategy_plan(lambda s, W: classic.h2(s), "h2", "H2: the binary hierarchy of intervals.")
 hb = strategy_plan(lambda s, W: classic.hb(s), "hb", "HB: the hierarchy with the branching that minimizes error.")
-greedy_h = strategy_plan(lambda s, W: classic.greedy_h(W), "greedy_h", "Greedy-H: a weighted hierarchy fit to W^T W.")
+greedy_h = strategy_plan(
+    lambda s, W: memo.remember("greedy_h", W, (), lambda: classic.greedy_h(W)),
+    "greedy_h", "Greedy-H: a weighted hierarchy fit to W^T W (remembered per workload).",
+)
 quadtree = strategy_plan(lambda s, W: classic.quadtree(s), "quadtree", "QuadTree: recursive quadrants down to cells.")
 
 
