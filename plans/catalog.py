@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from plans import ahp, dawa, efpa, grids, hdmm, mwem, php, residual_planner, static, striped, structure_first
+from plans import (
+    ahp, dawa, efpa, grids, hdmm, mwem, php, query_smasher, residual_planner, static, striped, structure_first,
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,10 @@ info: dict[str, PlanInfo] = {
     "ResidualPlanner": PlanInfo(
         residual_planner.residual_planner, (), False, defaults={"loss": "sum"},
         summary="marginal workloads (a Marginals matrix) under zCDP; returns a reconstruction with .marginal(A)",
+    ),
+    "QuerySmasher": PlanInfo(
+        query_smasher.query_smasher, (), False, defaults={"solver": "exact"},
+        summary="linear queries on marginals ([(attributes, matrix)]) under zCDP; returns .answers(), .variance()",
     ),
     "MWEM": PlanInfo(
         mwem.mwem, (1, 2), True, True, {"rounds": 10, "scale": None, "total_share": 0.05},

@@ -110,6 +110,16 @@ class QuerySmasherStrategy(Strategy):
         """The same plan at another budget (every variance scales by ``old / new``)."""
         return QuerySmasherStrategy(self.domain, self.entries, self._solutions, self.solver, as_pcost(budget))
 
+    def with_noise(self, noise_scales: Mapping[Subset, float]) -> QuerySmasherStrategy:
+        """The same plan measured with the noise variances ``{A': sigma^2_A'}`` given (e.g. as a kernel
+        applied them), for its variances; the budget it reports stays this plan's."""
+        missing = set(self._solutions) - set(noise_scales)
+        if missing:
+            raise KeyError(f"no noise variance for residual set(s) {sorted(missing)[:5]}")
+        plan = QuerySmasherStrategy(self.domain, self.entries, self._solutions, self.solver, self.budget)
+        plan._sigma2 = {a: float(noise_scales[a]) for a in self._solutions}
+        return plan
+
     # ---- variances ------------------------------------------------------------------
     def variance(self, index: int | None = None) -> np.ndarray:
         """Per-query variances (unweighted) of workload item ``index``, or of every query in order."""
