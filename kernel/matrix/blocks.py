@@ -536,6 +536,32 @@ class Fourier(Matrix):
     def gram(self) -> Matrix:
         return Identity(self.n) if self.k == self.n else Product([self.T, self])
 
+    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
+        """Exact, without materializing: entry (row of frequency f, column j) is a fixed trigonometric
+        function of t = f j mod n, so each row adds a table lookup at t (O(k n) integer work)."""
+        _check_norm(norm)
+        power = 1 if norm == "l1" else 2
+        t = np.arange(self.n) * 2.0 * np.pi / self.n
+        tables = {"cos": np.abs(np.sqrt(2.0 / self.n) * np.cos(t)) ** power,
+                  "sin": np.abs(np.sqrt(2.0 / self.n) * np.sin(t)) ** power}
+        total = np.full(self.n, self.n ** (-power / 2))  # the constant row
+        columns = np.arange(self.n)
+        for f, kind in self._rows()[1:]:
+            if kind == "alternating":
+                total += self.n ** (-power / 2)  # |(-1)^j / sqrt(n)|
+            else:
+                total += tables[kind][(f * columns) % self.n]
+        return total if power == 1 else np.sqrt(total)
+
+    def _rows(self) -> list[tuple[int, str]]:
+        """(frequency, kind) of each of the k rows, in order."""
+        rows = [(0, "constant")]
+        for f in range(1, (self.n - 1) // 2 + 1):
+            rows += [(f, "cos"), (f, "sin")]
+        if self.n % 2 == 0:
+            rows.append((self.n // 2, "alternating"))
+        return rows[: self.k]
+
     def pinv(self) -> Matrix:
         return self.T  # orthonormal rows
 
