@@ -31,12 +31,16 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 import scipy.optimize
-from scipy.sparse.linalg import LinearOperator, lsmr
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator, aslinearoperator, lsmr
 
-from kernel.matrix import Dense, Kronecker, Matrix, Product, Total, Weighted
+from kernel.matrix import Dense, Kronecker, Matrix, Product, Total, VStack, Weighted
+from operators.linalg import explicit_sparse
 
 #: Largest Kronecker factor whose Gram the direct solver forms and pseudo-inverts densely.
 DIRECT_FACTOR_LIMIT = 4096
+#: Largest number of non-zeros for which the stacked measurements are built as one CSR array (32 MB).
+SPARSE_NONZEROS = 1 << 21
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,7 +103,13 @@ def _columns(measurements: Sequence[Measurement], size: int | None) -> int:
 
 
 def _stacked(measurements: Sequence[Measurement], n: int) -> tuple[LinearOperator, np.ndarray]:
-    """The weighted system [w_i M_i] x = [w_i y_i] as a LinearOperator (implicit products)."""
+    """The weighted system [w_i M_i] x = [w_i y_i] as a LinearOperator: one CSR array when every
+    block is cheaply explicit (at most SPARSE_NONZEROS non-zeros in all), else implicit products."""
+    rhs = np.concatenate([m.weights * m.answers for m in measurements])
+    explicit = explicit_sparse(VStack([Weighted(m.matrix, 1.0) for m in measurements]), SPARSE_NONZEROS)
+    if explicit is not None:
+        weights = np.concatenate([np.broadcast_to(m.weights, m.answers.shape) for m in measurements])
+        return aslinearoperator(sp.csr_array(explicit.multiply(weights[:, None]))), rhs
     blocks = [(m.matrix, m.weights) for m in measurements]
     offsets = np.cumsum([0] + [M.shape[0] for M, _ in blocks])
 
@@ -111,7 +121,7 @@ def _stacked(measurements: Sequence[Measurement], n: int) -> tuple[LinearOperato
         return sum(M.T @ (w * r[a:b]) for (M, w), a, b in zip(blocks, offsets[:-1], offsets[1:]))
 
     operator = LinearOperator((int(offsets[-1]), n), matvec=matvec, rmatvec=rmatvec, dtype=np.float64)
-    return operator, np.concatenate([m.weights * m.answers for m in measurements])
+    return operator, rhs
 
 
 def least_squares(
