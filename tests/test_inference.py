@@ -156,3 +156,17 @@ def test_global_inference_through_split_and_reduce_lineage():
     exact = least_squares([Measurement(R, R @ x, s) for R, y, s in noisy])
     assert np.allclose(exact, x, atol=1e-6)  # the split parts identify every cell
     assert map_to_root(Identity(3), []).shape == (3, 3)
+
+
+def test_explicit_sparse_equals_the_dense_matrix_or_declines():
+    from kernel.matrix import Dense, Identity, Intervals, Prefix, Sparse, Total, VStack, Weighted
+    from operators.linalg import explicit_sparse
+
+    rng = np.random.default_rng(3)
+    M = VStack([
+        Weighted(Intervals(7, [0, 2, 6], [3, 2, 6]), 2.5), Dense(rng.normal(size=(2, 7))), Identity(7), Total(7),
+        Sparse(np.eye(7)[:3]), Prefix(7),
+    ])
+    np.testing.assert_allclose(explicit_sparse(M, 10_000).toarray(), M.dense())
+    assert explicit_sparse(M, 40) is None  # too many non-zeros
+    assert explicit_sparse(Prefix(7).T, 10_000) is None  # no cheap explicit form: stay implicit
