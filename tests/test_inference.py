@@ -159,7 +159,7 @@ def test_global_inference_through_split_and_reduce_lineage():
 
 
 def test_explicit_sparse_equals_the_dense_matrix_or_declines():
-    from kernel.matrix import Dense, Identity, Intervals, Prefix, Sparse, Total, VStack, Weighted
+    from kernel.matrix import Dense, Fourier, Identity, Intervals, Prefix, Sparse, Total, VStack, Weighted
     from operators.linalg import explicit_sparse
 
     rng = np.random.default_rng(3)
@@ -169,4 +169,4 @@ def test_explicit_sparse_equals_the_dense_matrix_or_declines():
     ])
     np.testing.assert_allclose(explicit_sparse(M, 10_000).toarray(), M.dense())
     assert explicit_sparse(M, 40) is None  # too many non-zeros
-    assert explicit_sparse(Prefix(7).T, 10_000) is None  # no cheap explicit form: stay implicit
+    assert explicit_sparse(Fourier(8), 10_000) is None  # no cheap explicit form: stay implicit
