@@ -115,13 +115,18 @@ def fourier_tail_norms(x: np.ndarray) -> np.ndarray:
 
 
 def interval_sse(x: np.ndarray) -> np.ndarray:
-    """sse[a, b] = sum_{a <= i < b} (x_i - mean)^2 for 0 <= a < b <= n (inf elsewhere), from prefix sums."""
+    """sse[a, b] = sum_{a <= i < b} (x_i - mean)^2 for 0 <= a < b <= n (inf elsewhere), from prefix sums
+    (in place, row-major throughout: three (n + 1)^2 arrays at most)."""
     s1, s2 = np.append(0.0, np.cumsum(x)), np.append(0.0, np.cumsum(x * x))
-    length = np.arange(x.size + 1)[None, :] - np.arange(x.size + 1)[:, None]
+    positions = np.arange(x.size + 1, dtype=np.float64)
+    length = np.negative(np.subtract.outer(positions, positions))  # b - a
+    squares = np.square(np.subtract.outer(s1, s1))  # (sum over [a, b))^2
     with np.errstate(divide="ignore", invalid="ignore"):
-        sse = (s2[None, :] - s2[:, None]) - (s1[None, :] - s1[:, None]) ** 2 / length
-    sse[length <= 0] = np.inf
-    return np.maximum(sse, 0.0)
+        np.divide(squares, length, out=squares)
+    sse = np.negative(np.subtract.outer(s2, s2))  # sum of squares over [a, b)
+    np.subtract(sse, squares, out=sse)
+    np.copyto(sse, np.inf, where=length <= 0)
+    return np.maximum(sse, 0.0, out=sse)
 
 
 def bucket_costs(x: np.ndarray, most: int) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -129,8 +134,15 @@ def bucket_costs(x: np.ndarray, most: int) -> tuple[np.ndarray, list[np.ndarray]
     cut into j non-empty buckets (inf when q < j), by dynamic programming in min-plus products."""
     sse = interval_sse(x)
     best = [sse[0]]
+    width = 256  # columns per block: rows a >= the block's end have sse[a, q] = inf and are skipped
+    scratch = np.empty((sse.shape[0], width))
     for _ in range(1, most):
-        best.append(np.min(best[-1][:, None] + sse, axis=0))
+        previous, current = best[-1], np.empty(sse.shape[0])
+        for start in range(0, sse.shape[0], width):
+            stop = min(sse.shape[0], start + width)
+            block = np.add(previous[:stop, None], sse[:stop, start:stop], out=scratch[:stop, : stop - start])
+            current[start:stop] = block.min(axis=0)
+        best.append(current)
     return sse, best
 
 
