@@ -11,7 +11,8 @@ vector keeps the domain's order (interval partitions stay intervals).
 The selectors here read no data: ``grid``, ``stripe`` and ``marginal`` use only the domain,
 ``workload_based`` only the workload, ``hilbert_order`` only the side, and ``ahp_cluster``
 only counts that are already noisy (the private half of AHP, the noisy histogram, is the
-kernel's), and ``dawa_partition`` only the kernel's noisy dyadic deviations.
+kernel's), ``dawa_partition`` only the kernel's noisy dyadic deviations, and ``kd_partition``
+(DPCube's kd-tree) only a noisy histogram, returning its boxes as a Ranges matrix.
 
 >>> p = grid((4, 4), (2, 2))
 >>> p.groups, p.sizes.tolist()
@@ -26,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernel.domain import DomainLike, as_domain
-from kernel.matrix import Matrix, Product, Sparse
+from kernel.matrix import Matrix, Product, Ranges, Sparse
 
 Shape = int | DomainLike
 
@@ -244,3 +245,54 @@ def dawa_partition(noisy_costs, n: int, epsilon2: float) -> Partition:
         for start in starts[labels[starts] == starts]:  # not already inside a larger kept block
             labels[start:min(start + width, n)] = start
     return Partition(labels)
+
+
+def kd_partition(noisy_counts, noise_scale: float, variance_factor: float = 2.0) -> Ranges:
+    """DPCube's kd-tree over a noisy histogram: boxes whose noisy counts look uniform.
+
+    ``noisy_counts`` is the histogram (a d-D array) with Laplace noise of scale ``noise_scale`` = b
+    added to every cell; nothing else is read, so this is post-processing. From the whole domain,
+    a box is kept when it is a single cell or when its counts look uniform: all equal, or with a
+    sample variance (ddof 1) of at most ``variance_factor`` * 2 b^2, the variance the noise alone
+    gives. Any other box is split in two along its longest side (ties: the first longest side at
+    or after the one following its parent's split side, so square boxes alternate) at the median
+    of its noisy mass: with m_1..m_L the sums of the box's slices along that side (negative counts
+    as 0), the first part is the first k slices, k the smallest with m_1 + .. + m_k >= half the
+    sum (L // 2 when the box has no positive mass), kept within 1..L-1.
+
+    Returns the kept boxes, depth first, lower part first, as a Ranges matrix: they are disjoint
+    and cover the domain, so measuring them has L1 sensitivity 1.
+
+    >>> boxes = kd_partition(np.array([0.0, 0, 0, 0, 5, 5, 5, 5]), noise_scale=0.0)
+    >>> boxes.lo.ravel().tolist(), boxes.hi.ravel().tolist()
+    ([0, 4, 5, 6], [3, 4, 5, 7])
+    """
+    values = np.asarray(noisy_counts, dtype=np.float64)
+    if values.ndim == 0 or values.size == 0 or not np.all(np.isfinite(values)):
+        raise ValueError("kd_partition needs a non-empty array of finite noisy counts (one axis per attribute)")
+    if not (np.isfinite(noise_scale) and noise_scale >= 0):
+        raise ValueError(f"noise_scale must be a finite Laplace scale >= 0, got {noise_scale}")
+    if not (np.isfinite(variance_factor) and variance_factor >= 0):
+        raise ValueError(f"variance_factor must be a finite number >= 0, got {variance_factor}")
+    d, limit = values.ndim, variance_factor * 2.0 * float(noise_scale) ** 2
+    kept_lo, kept_hi = [], []
+    stack = [(np.zeros(d, dtype=np.int64), np.array(values.shape, dtype=np.int64) - 1, 0)]
+    while stack:
+        lo, hi, preferred = stack.pop()
+        box = values[tuple(slice(a, b + 1) for a, b in zip(lo, hi))]
+        if box.size == 1 or np.ptp(box) == 0 or np.var(box, ddof=1) <= limit:
+            kept_lo.append(lo)
+            kept_hi.append(hi)
+            continue
+        sides = hi - lo + 1
+        axis = max(((preferred + i) % d for i in range(d)), key=lambda a: sides[a])
+        mass = np.clip(box, 0.0, None).sum(axis=tuple(a for a in range(d) if a != axis))
+        half = mass.sum() / 2
+        k = int(np.argmax(np.cumsum(mass) >= half)) + 1 if half > 0 else int(sides[axis]) // 2
+        k = min(max(k, 1), int(sides[axis]) - 1)
+        upper_lo, lower_hi = lo.copy(), hi.copy()
+        upper_lo[axis], lower_hi[axis] = lo[axis] + k, lo[axis] + k - 1
+        following = (axis + 1) % d
+        stack.append((upper_lo, hi, following))
+        stack.append((lo, lower_hi, following))
+    return Ranges(values.shape, np.array(kept_lo), np.array(kept_hi))

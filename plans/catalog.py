@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from plans import (
-    ahp, dawa, efpa, grids, hdmm, mwem, php, query_smasher, residual_planner, static, striped, structure_first,
+    ahp, dawa, dpcube, efpa, grids, hdmm, mwem, php, query_smasher, residual_planner, static, striped, structure_first,
 )
 
 
@@ -62,9 +62,21 @@ info: dict[str, PlanInfo] = {
         mwem.mwem_d, (1,), True, True, {"rounds": 10, "scale": None, "total_share": 0.05},
         summary="MWEM with H2 augmentation and NNLS",
     ),
+    "MWEM*": PlanInfo(
+        mwem.mwem_star, (1, 2), True, True, {"scale": None, "total_share": 0.05},
+        summary="MWEM with the rounds read from a tuned table of eps * N",
+    ),
     "AHP": PlanInfo(
         ahp.ahp, (1, 2), True, defaults={"rho": 0.85, "eta": 0.35},
         summary="noisy-histogram clustering of similar counts, one noisy count per group",
+    ),
+    "AHP*": PlanInfo(
+        ahp.ahp_star, (1, 2), True, True, {"scale": None, "total_share": 0.05},
+        summary="AHP with rho and eta read from a tuned table of eps * N",
+    ),
+    "DPCube": PlanInfo(
+        dpcube.dpcube, (1, 2), True, defaults={"rho": 0.5, "variance_factor": 2.0},
+        summary="kd-tree of uniform-looking boxes from a noisy histogram, noisy box counts, least squares",
     ),
     "DAWA": PlanInfo(
         dawa.dawa, (1, 2), True, defaults={"rho": 0.25},

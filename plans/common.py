@@ -1,11 +1,13 @@
-"""What every plan needs: the data vector from a source handle, the budget as an epsilon, one measure-and-solve."""
+"""What every plan needs: the data vector from a source handle, the budget as an epsilon, one measure-and-solve,
+the record count (public or noisy), and parameter tables keyed by the signal strength eps * N (MWEM*, AHP*)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -81,3 +83,23 @@ def scale_or_noisy_total(
     spent, remaining = split_budget(epsilon, total_share, "total_share")
     total = measure.noisy_count(vector, spent)
     return ScaleEstimate(max(float(total.answers[0]), 1.0), remaining, (total,))
+
+
+def signal_table(table: Sequence[tuple[float, Any]], name: str, check: Callable[[Any], object]) -> tuple:
+    """``table`` as a tuple of (lowest signal, value) rows after checking that the signals start at
+    0 and increase and that ``check(value)`` accepts every value (it raises ValueError if not)."""
+    try:
+        rows = tuple((float(low), value) for low, value in table)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be (lowest signal eps * N, value) rows, got {table!r}") from None
+    lows = [low for low, _ in rows]
+    if not rows or lows[0] != 0 or any(not b > a for a, b in zip(lows, lows[1:])):
+        raise ValueError(f"{name} must list signals eps * N increasing from 0, got {lows}")
+    for _, value in rows:
+        check(value)
+    return rows
+
+
+def by_signal(rows: tuple, signal: float):
+    """The value of the last row of a checked ``signal_table`` whose lowest signal is <= ``signal``."""
+    return [value for low, value in rows if low <= signal][-1]

@@ -10,6 +10,8 @@ Laplace noise; then the estimate is inferred again from every measurement so far
   that the selected query does not touch (ektelo's H2 augmentation; 1-D only).
 - ``mwem_c``: non-negative least squares with the total, instead of multiplicative weights.
 - ``mwem_d``: both.
+- ``mwem_star``: DPBench's MWEM*, MWEM with the number of rounds T read from a tuned table of the
+  signal strength eps * N (``MWEM_STAR_ROUNDS``), instead of a fixed T.
 
 The record count N is public in MWEM's paper (it sets the uniform start and the scale of the
 weights). Here ``scale=N`` declares it public; with ``scale=None`` the plan first spends
@@ -19,7 +21,7 @@ weights). Here ``scale=N`` declares it public; with ``scale=None`` the plan firs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -32,7 +34,9 @@ from operators import measure
 from operators.client import Handle
 from operators.inference import Measurement, known_total, multiplicative_weights, nnls
 from operators.selection import classic
-from plans.common import BudgetLike, ScaleEstimate, data_vector, epsilon_of, scale_or_noisy_total, split_budget
+from plans.common import (
+    BudgetLike, by_signal, data_vector, epsilon_of, scale_or_noisy_total, signal_table,
+)
 
 #: Standard deviation given to a public total in NNLS, relative to one round's measurement noise:
 #: weighs the total 10^6 times more than a round, yet keeps L-BFGS-B well conditioned.
@@ -53,22 +57,26 @@ def run(
     workload: Matrix,
     budget: BudgetLike,
     shape: Sequence[int] | None = None,
-    rounds: int = 10,
+    rounds: int | Callable[[float], int] = 10,
     scale: float | None = None,
     total_share: float | Fraction | str = 0.05,
     augment: bool = False,
     inference: Literal["mw", "nnls"] = "mw",
 ) -> MWEMRun:
-    """MWEM with the chosen augmentation and inference; spends exactly ``budget``."""
-    if int(rounds) < 1:
-        raise ValueError(f"rounds must be a positive number, got {rounds}")
+    """MWEM with the chosen augmentation and inference; spends exactly ``budget``.
+
+    ``rounds`` is a number, or a function of the record count (public, or the noisy total once
+    bought) returning the number (MWEM*).
+    """
+    fixed = None if callable(rounds) else _positive_rounds(rounds)
     if inference not in ("mw", "nnls"):
         raise ValueError(f"inference must be 'mw' or 'nnls', got {inference!r}")
     vector, dims = data_vector(source, shape)
     if augment and len(dims) != 1:
         raise ValueError(f"H2 augmentation adds 1-D intervals; the domain has {len(dims)} dimensions")
-    n, rounds = vector.size, int(rounds)
+    n = vector.size
     records = scale_or_noisy_total(vector, budget, scale, total_share)
+    rounds = fixed if fixed is not None else _positive_rounds(rounds(records.value))
     step = records.remaining / (2 * rounds)
     x = np.full(n, records.value / n)
     selected: list[int] = []
@@ -85,6 +93,12 @@ def run(
                 public = known_total(n, records.value, PUBLIC_TOTAL_RELATIVE_STD * history[0].noise_std)
                 x = nnls([*history, *(records.measurements or (public,))], size=n, x0=x)
     return MWEMRun(x, tuple(selected), (*records.measurements, *history))
+
+
+def _positive_rounds(rounds) -> int:
+    if int(rounds) < 1:
+        raise ValueError(f"rounds must be a positive number, got {rounds!r}")
+    return int(rounds)
 
 
 def mwem(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
@@ -109,3 +123,29 @@ def mwem_d(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence
            rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> np.ndarray:
     """MWEM-d: H2 augmentation and NNLS with the total (plan 20)."""
     return run(source, workload, budget, shape, rounds, scale, total_share, augment=True, inference="nnls").x
+
+
+# ---- MWEM*: rounds from the signal strength eps * N ------------------------------------------
+
+#: MWEM*'s number of rounds T by signal strength eps * N (eps: the whole budget; N: the public
+#: record count, or the noisy total): rows (lowest signal, T), signals increasing from 0.
+#: Chosen by benchmarks/tune_star.py (defaults: the four synthetic 1-D shapes, n = 256, Prefix,
+#: eps = 0.1, 8 seeds, T in 1..64; never the DPBench files): geometric-mean scaled L2 error of the
+#: best T (runner-up) at eps * N = 1e1: T=1 0.0109 (T=2 0.0137); 1e2: T=2 0.00392 (T=1 0.00412);
+#: 1e3: T=8 0.00142 (T=16 0.00171); 1e4: T=16 0.000400 (T=32 0.000407); 1e5: T=64 0.000105
+#: (T=32 0.000117). A tuned signal s owns [s / sqrt(10), next row).
+MWEM_STAR_ROUNDS: tuple[tuple[float, int], ...] = ((0.0, 1), (31.6, 2), (316.2, 8), (3162.3, 16), (31622.8, 64))
+
+
+def mwem_star(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
+              scale: float | None = None, total_share: float | Fraction | str = 0.05,
+              table: Sequence[tuple[float, int]] = MWEM_STAR_ROUNDS) -> np.ndarray:
+    """MWEM*: MWEM with T = ``by_signal(table, eps * N)`` rounds, N public (``scale``) or the noisy
+    total bought with ``total_share`` of the budget (DPBench)."""
+    rows = signal_table(table, "table", _positive_rounds)
+    epsilon = float(epsilon_of(budget))
+
+    def rounds(records: float) -> int:
+        return by_signal(rows, epsilon * records)
+
+    return run(source, workload, budget, shape, rounds, scale, total_share).x

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from ektelo_ng.dpbench import data, plots, report
-from ektelo_ng.dpbench.grid import QUICK, Grid, dpbench_algorithms, parse_domain
+from ektelo_ng.dpbench.grid import QUICK, Grid, parse_domain
 from ektelo_ng.dpbench.metrics import METRICS
 from ektelo_ng.dpbench.runner import run_grid
 from ektelo_ng.dpbench.workloads import WORKLOADS

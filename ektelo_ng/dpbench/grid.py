@@ -21,18 +21,13 @@ from plans.catalog import info
 
 #: Settings of the grid that ``--quick`` runs: built-in data, small enough for a minute or two.
 QUICK = dict(
-    algorithms=("Identity", "Uniform", "HB", "Privelet", "GreedyH", "MWEM", "AHP", "DAWA", "PHP"),
+    algorithms=("Identity", "Uniform", "HB", "Privelet", "GreedyH", "MWEM", "AHP", "DAWA", "DPCube", "PHP"),
     datasets=("SYN-STEPS", "SYN-SPIKES", "SYN-BUMPS", "SYN-INCOME"),
     scales=(1_000, 100_000, 10_000_000),
     domains=(1024,),
     epsilons=("0.1",),
     trials=3,
 )
-
-
-def dpbench_algorithms(dimensions: int) -> list[str]:
-    """Every catalog plan that runs on ``dimensions``-D data, in catalog order."""
-    return [name for name, entry in info.items() if dimensions in entry.dimensions]
 
 
 def _stable(*parts) -> int:
