@@ -17,7 +17,7 @@ import ektelo_ng as ek
 from kernel.matrix import Kronecker, Prefix
 from kernel.mechanisms import dyadic_deviations, prepare_dyadic_deviations
 from kernel.noise import NoiseSource
-from kernel.privacy import PureDP, ZCDP
+from kernel.privacy import PureDP
 from operators.client import InvalidRequestError
 from operators.partition import dawa_partition
 from plans.dawa import dawa, dawa_striped

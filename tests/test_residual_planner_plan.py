@@ -78,7 +78,6 @@ def test_zcdp_is_required():
 
 # ------------------------------------------------------------------ shared counting: hosts
 from hypothesis import given, settings, strategies as st  # noqa: E402
-from itertools import combinations  # noqa: E402
 
 from operators.residual import SubsetFamily  # noqa: E402
 from plans.residual_planner import host_matrix, maximal_sets, plan_hosts  # noqa: E402

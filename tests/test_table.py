@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel.domain import Domain
-from kernel.predicate import And, Between, Compare, In, Not, Or, PredicateAdapter, attr, evaluate, validate_predicate
+from kernel.predicate import And, Between, Compare, In, Not, Or, PredicateAdapter, attr, validate_predicate
 from kernel.table import load_table
 
 DOMAIN = Domain.from_dict({"sex": ["F", "M"], "age": 6, "zone": 4})

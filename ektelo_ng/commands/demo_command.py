@@ -11,7 +11,6 @@ import argparse
 import json
 import math
 import time
-from fractions import Fraction
 
 import numpy as np
 

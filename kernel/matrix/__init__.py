@@ -27,5 +27,5 @@ from kernel.matrix.spec import MatrixSpec, MatrixSpecAdapter, from_spec
 __all__ = [
     "AllRange", "Dense", "Diagonal", "Fourier", "HStack", "Haar", "Hierarchical", "Identity", "IntervalGram", "Intervals",
     "Kronecker", "Marginals", "Matrix", "MatrixSpec", "MatrixSpecAdapter", "Norm", "Ones", "Prefix", "Product", "Ranges",
-    "Sparse", "Suffix", "Sum", "Total", "Transpose", "Weighted", "WidthRange", "from_spec",
+    "Sparse", "Suffix", "Sum", "Total", "Transpose", "VStack", "Weighted", "WidthRange", "from_spec",
 ]

@@ -187,8 +187,6 @@ class SparseSpec(_Spec):
     indptr: ArrayData
 
     def build(self) -> Matrix:
-        import scipy.sparse as sp
-
         indices, indptr = self.indices.array(), self.indptr.array()
         if indptr.shape != (self.rows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
             raise ValueError("sparse spec: indptr must be non-decreasing, start at 0 and have rows + 1 entries")
