@@ -224,15 +224,28 @@ def multiplicative_weights(
         raise ValueError("x0 must be a non-negative vector over the root with a positive sum")
     with np.errstate(divide="ignore"):
         log_x = np.log(start)
-    x = total * _softmax(log_x)
+    log_x -= log_x.max()
+    x = np.exp(log_x)
+    x *= total / x.sum()
+    products = [(m.answers, *_products(m.matrix)) for m in measurements]
     for _ in range(iterations):
-        for m in measurements:
-            log_x = log_x + (m.matrix.T @ (m.answers - m.matrix @ x)) / (2.0 * total)
+        for answers, forward, backward in products:
+            log_x += backward(answers - forward(x)) / (2.0 * total)
             log_x -= log_x.max()
-            x = total * _softmax(log_x)
+            np.exp(log_x, out=x)
+            x *= total / x.sum()
     return x
 
 
-def _softmax(log_x: np.ndarray) -> np.ndarray:
-    weights = np.exp(log_x - log_x.max())
-    return weights / weights.sum()
+def _products(matrix: Matrix) -> tuple:
+    """``(x -> M x, r -> M^T r)``, on one CSR array and its transpose when M is cheaply explicit
+    (MWEM repeats these products many thousand times: no per-call wrapper overhead)."""
+    explicit = explicit_sparse(matrix, SPARSE_NONZEROS)
+    if explicit is None:
+        transpose = matrix.T
+        return matrix.__matmul__, transpose.__matmul__
+    if explicit.shape[0] == 1:  # one query (MWEM's usual measurement): plain numpy, no sparse dispatch
+        row = explicit.toarray()[0]
+        return (lambda x: row @ x), (lambda r: row * r[0])
+    transpose = sp.csr_array(explicit.T)
+    return explicit.__matmul__, transpose.__matmul__

@@ -170,3 +170,25 @@ def test_explicit_sparse_equals_the_dense_matrix_or_declines():
     np.testing.assert_allclose(explicit_sparse(M, 10_000).toarray(), M.dense())
     assert explicit_sparse(M, 40) is None  # too many non-zeros
     assert explicit_sparse(Fourier(8), 10_000) is None  # no cheap explicit form: stay implicit
+
+
+def test_multiplicative_weights_equals_the_update_rule_written_out():
+    """x <- x exp(M^T (y - M x) / 2N), renormalized to N, measurement by measurement, pass by pass:
+    the fast paths (single rows, CSR stacks, implicit matrices) change nothing."""
+    from kernel.matrix import Dense, Fourier, Intervals, VStack
+
+    rng = np.random.default_rng(5)
+    n, total = 16, 200.0
+    measurements = [
+        Measurement(Dense(rng.integers(0, 2, (1, n))), rng.normal(50, 5, 1), 1.0),
+        Measurement(VStack([Dense(np.ones((1, n))), Intervals(n, [0, 4], [3, 9])]), rng.normal(60, 5, 3), 1.0),
+        Measurement(Fourier(n, 3), rng.normal(10, 1, 3), 1.0),
+    ]
+    x0 = rng.random(n) * (rng.random(n) > 0.2)
+    x = x0 * total / x0.sum()
+    for _ in range(7):
+        for m in measurements:
+            A = m.matrix.dense()
+            x = x * np.exp(A.T @ (m.answers - A @ x) / (2 * total))
+            x *= total / x.sum()
+    np.testing.assert_allclose(multiplicative_weights(measurements, total, x0=x0, iterations=7), x, rtol=1e-10)
