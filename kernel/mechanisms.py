@@ -115,18 +115,21 @@ def fourier_tail_norms(x: np.ndarray) -> np.ndarray:
 
 
 def interval_sse(x: np.ndarray) -> np.ndarray:
-    """sse[a, b] = sum_{a <= i < b} (x_i - mean)^2 for 0 <= a < b <= n (inf elsewhere), from prefix sums
-    (in place, row-major throughout: three (n + 1)^2 arrays at most)."""
+    """sse[a, b] = sum_{a <= i < b} (x_i - mean)^2 for 0 <= a < b <= n (inf elsewhere), from prefix sums,
+    filled a block of rows at a time (one (n + 1)^2 array: touching fresh memory is what costs here)."""
     s1, s2 = np.append(0.0, np.cumsum(x)), np.append(0.0, np.cumsum(x * x))
     positions = np.arange(x.size + 1, dtype=np.float64)
-    length = np.negative(np.subtract.outer(positions, positions))  # b - a
-    squares = np.square(np.subtract.outer(s1, s1))  # (sum over [a, b))^2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        np.divide(squares, length, out=squares)
-    sse = np.negative(np.subtract.outer(s2, s2))  # sum of squares over [a, b)
-    np.subtract(sse, squares, out=sse)
-    np.copyto(sse, np.inf, where=length <= 0)
-    return np.maximum(sse, 0.0, out=sse)
+    sse = np.empty((x.size + 1, x.size + 1))
+    for start in range(0, x.size + 1, 256):
+        stop = min(x.size + 1, start + 256)
+        length = positions[None, :] - positions[start:stop, None]  # b - a
+        sums = s1[None, :] - s1[start:stop, None]
+        block = np.subtract(s2[None, :], s2[start:stop, None], out=sse[start:stop])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            block -= sums * sums / length
+        block[length <= 0] = np.inf
+        np.maximum(block, 0.0, out=block)
+    return sse
 
 
 def bucket_costs(x: np.ndarray, most: int) -> tuple[np.ndarray, list[np.ndarray]]:
