@@ -107,3 +107,19 @@ def test_structure_first_spends_its_budget_and_finds_the_steps():
     assert low.budget.spent == ek.PureDP("0.1") and np.all(np.isfinite(estimate))
     with pytest.raises(ValueError, match="buckets must be between 2 and"):
         structure_first(low.source, Prefix(x.size), "0.1", buckets=1000)
+
+
+def test_blocked_sse_and_dynamic_program_equal_the_plain_formulas_across_blocks():
+    """n = 600 spans several 256-wide blocks of interval_sse and bucket_costs."""
+    x = np.random.default_rng(4).poisson(3.0, 600).astype(float)
+    c1, c2 = np.cumsum(np.append(0.0, x)), np.cumsum(np.append(0.0, x * x))
+    a, b = np.meshgrid(np.arange(601), np.arange(601), indexing="ij")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plain = np.where(b > a, np.maximum((c2[b] - c2[a]) - (c1[b] - c1[a]) ** 2 / (b - a), 0.0), np.inf)
+    table, best = bucket_costs(x, 4)
+    np.testing.assert_array_equal(table, plain)
+    expected = [plain[0]]
+    for _ in range(3):
+        expected.append(np.min(expected[-1][:, None] + plain, axis=0))
+    for got, want in zip(best, expected):
+        np.testing.assert_array_equal(got, want)
