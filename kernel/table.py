@@ -41,12 +41,17 @@ class NumpyTable(TableBackend):
     """Integer code columns held in memory, one per domain attribute, each in the smallest unsigned dtype
     that holds its codes (a 10-value attribute takes 1 byte per row: histograms read less memory)."""
 
+    #: Unfiltered histograms up to this many cells are kept: the columns never change, and a table
+    #: shared by many kernels (a benchmark replay) is otherwise rescanned for every vectorize.
+    CACHED_CELLS = 1 << 16
+
     def __init__(self, domain: Domain, columns: Mapping[str, np.ndarray]):
         self._domain = domain
         self._columns = {
             name: np.asarray(columns[name]).astype(np.min_scalar_type(max(size - 1, 0)))
             for name, size in zip(domain.names, domain.sizes)
         }
+        self._cache: dict[tuple[int, ...], np.ndarray] = {}
 
     @property
     def domain(self) -> Domain:
@@ -54,6 +59,15 @@ class NumpyTable(TableBackend):
 
     def histogram(self, attributes: Sequence[int], predicate=None) -> np.ndarray:
         attributes = sorted(int(a) for a in attributes)
+        key = tuple(attributes)
+        if predicate is None and key in self._cache:
+            return self._cache[key].copy()
+        counts = self._count(attributes, predicate)
+        if predicate is None and counts.size <= self.CACHED_CELLS and len(self._cache) < 64:
+            self._cache[key] = counts.copy()
+        return counts
+
+    def _count(self, attributes: list[int], predicate) -> np.ndarray:
         names = [self._domain.names[a] for a in attributes]
         shape = tuple(self._domain.sizes[a] for a in attributes)
         mask = None if predicate is None else evaluate(predicate, self._columns, self._domain)

@@ -134,3 +134,12 @@ def test_bad_predicates_and_files(tmp_path):
     (tmp_path / "short.csv").write_text("sex,age,zone\nF,1\n")
     with pytest.raises(ValueError, match="do not have 3 fields"):
         load_table(tmp_path / "short.csv", DOMAIN)
+
+
+def test_unfiltered_histograms_are_kept_but_callers_get_their_own_copy():
+    table = load_table({"a": np.array([0, 1, 1, 2]), "b": np.array([1, 1, 0, 0])}, Domain.from_dict({"a": 3, "b": 2}))
+    first = table.histogram([0])
+    first[:] = 99  # a caller scribbling on its answer
+    np.testing.assert_array_equal(table.histogram([0]), [1, 2, 1])
+    np.testing.assert_array_equal(table.histogram([1, 0]), [[0, 1], [1, 1], [1, 0]])
+    np.testing.assert_array_equal(table.histogram([0], Compare(attribute="b", op="==", value=1)), [1, 1, 0])

@@ -1,0 +1,91 @@
+"""DPBench replay benchmarks: seconds per run of every algorithm at DPBench sizes, and the whole 1-D grid.
+
+    python benchmarks/bench_dpbench.py per_run_1d        # every 1-D plan, n = 4096, Prefix
+    python benchmarks/bench_dpbench.py per_run_2d        # every 2-D plan, 256 x 256, RandomRange(2000)
+    python benchmarks/bench_dpbench.py grid_1d [OUT]     # 18 datasets x all 1-D plans x 1e3..1e7 x 5 trials
+
+One JSON object per case (per algorithm for the per-run cases). The per-run cases use the DPBench files
+(HEPTH, GOWALLA) from ../shared/dpbench when present, else the built-in SYN-STEPS / SYN-CLUSTERS-2D;
+each reports the mean over scales 1e3, 1e5 and 1e7 of the plan's seconds and DPBench's L2 error.
+``grid_1d`` (target: 20 minutes on 2 cores) needs the files; it reports the wall time, the number of
+runs and failures, and the quality check of DPBench's main finding at eps = 0.1: the geometric-mean
+error relative to Identity of DAWA, AHP and MWEM at scale 1e3 (below 1) and of the best of Identity
+and HB at 1e7 against them. With OUT it keeps the results and figures there.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ektelo_ng.dpbench import data, plots, report
+from ektelo_ng.dpbench.grid import Grid, Setting
+from ektelo_ng.dpbench.runner import run_grid, run_setting
+from plans.catalog import info
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "dpbench"
+SCALES = (1_000, 100_000, 10_000_000)
+
+
+def _data_dir() -> str | None:
+    return str(DATA) if (DATA / "NOTICE.md").exists() else None
+
+
+def per_run(dims: int) -> None:
+    data_dir = _data_dir()
+    dataset = ("HEPTH" if dims == 1 else "GOWALLA") if data_dir else ("SYN-STEPS" if dims == 1 else "SYN-CLUSTERS-2D")
+    shape, workload = ((4096,), "Prefix") if dims == 1 else ((256, 256), "RandomRange")
+    for algorithm, entry in info.items():
+        if dims not in entry.dimensions:
+            continue
+        rows = [run_setting(Setting(dataset, scale, shape, 0, workload, 0), [(algorithm, "0.1")], data_dir, False,
+                            False, {})[0] for scale in SCALES]
+        failed = [r["error"] for r in rows if r["error"]]
+        print(json.dumps({
+            "name": f"per_run_{dims}d/{algorithm}", "dataset": dataset, "domain": "x".join(map(str, shape)),
+            "seconds": round(float(np.mean([float(r["seconds"]) for r in rows])), 4),
+            "L2": None if failed else float(np.mean([float(r["L2"]) for r in rows])),
+            "seconds_by_scale": {str(s): float(r["seconds"]) for s, r in zip(SCALES, rows)},
+            **({"error": failed[0]} if failed else {}),
+        }), flush=True)
+
+
+def grid_1d(out: str | None) -> None:
+    data_dir = _data_dir()
+    if data_dir is None:
+        print(json.dumps({"name": "grid_1d", "skipped": "the DPBench files are not at ../shared/dpbench"}))
+        return
+    algorithms = tuple(a for a, entry in info.items() if 1 in entry.dimensions)
+    grid = Grid(algorithms, tuple(data.datasets(1, builtin=False)), (10**3, 10**4, 10**5, 10**6, 10**7),
+                (), ("0.1",), 5)
+    folder = Path(out) if out else Path(tempfile.mkdtemp(prefix="dpbench-grid-1d-"))
+    start = time.perf_counter()
+    rows = run_grid(grid, folder, data_dir)
+    seconds = time.perf_counter() - start
+    overview = report.standings(report.cells(rows))
+    ratio = {(s.algorithm, s.scale): s.relative_to_identity for s in overview}
+    best_static = min(1.0, ratio[("HB", 10**7)])
+    if out:
+        plots.overview(overview, folder)
+        plots.error_vs_scale(report.cells(rows), folder)
+    print(json.dumps({
+        "name": "grid_1d", "seconds": round(seconds, 1), "runs": len(rows), "expected_runs": grid.size(),
+        "failed": len(report.failures(rows)),
+        "relative_to_identity_at_1e3": {a: ratio[(a, 10**3)] for a in ("DAWA", "AHP", "MWEM")},
+        "relative_to_identity_at_1e7": {a: ratio[(a, 10**7)] for a in ("HB", "DAWA", "AHP", "MWEM")},
+        "finding_holds": all(ratio[(a, 10**3)] < 1 and best_static < ratio[(a, 10**7)] for a in ("DAWA", "AHP", "MWEM")),
+        "out": str(folder),
+    }), flush=True)
+
+
+if __name__ == "__main__":
+    cases = {"per_run_1d": lambda: per_run(1), "per_run_2d": lambda: per_run(2),
+             "grid_1d": lambda: grid_1d(sys.argv[2] if len(sys.argv) > 2 else None)}
+    if len(sys.argv) < 2 or sys.argv[1] not in cases:
+        sys.exit(f"usage: bench_dpbench.py {{{'|'.join(cases)}}} [OUT]")
+    cases[sys.argv[1]]()
