@@ -21,9 +21,10 @@ from plans.catalog import info
 
 #: Settings of the grid that ``--quick`` runs: built-in data, small enough for a minute or two.
 QUICK = dict(
-    algorithms=("Identity", "Uniform", "HB", "Privelet", "GreedyH", "MWEM", "AHP", "DAWA", "DPCube", "PHP"),
+    algorithms=("Identity", "Uniform", "HB", "Privelet", "GreedyH", "MWEM", "MWEM*", "AHP", "DAWA", "DPCube", "PHP",
+                "EFPA"),
     datasets=("SYN-STEPS", "SYN-SPIKES", "SYN-BUMPS", "SYN-INCOME"),
-    scales=(1_000, 100_000, 10_000_000),
+    scales=(1_000, 10_000, 100_000, 1_000_000, 10_000_000),
     domains=(1024,),
     epsilons=("0.1",),
     trials=3,
