@@ -20,7 +20,8 @@ from kernel.matrix import Prefix
 from operators import workload as wl
 from operators.error import expected_error
 from operators.selection import hdmm
-from plans import static
+from operators.selection import classic
+from plans import grids, static
 from plans.catalog import catalog, info
 from plans.hdmm import hdmm as hdmm_plan
 
@@ -53,13 +54,20 @@ def test_plans_spend_exactly_their_budget_and_return_an_estimate(name, shape):
     assert session.budget.spent == ek.PureDP("1/2")
 
 
-def _band(A, W, scale):
-    """Exact mean and standard deviation of the total squared error for Laplace noise of scale b."""
-    WA = W.dense() @ np.linalg.pinv(A.dense())
+def _band(A, W, scale, x=None):
+    """Exact mean and standard deviation of the total squared error for Laplace noise of scale b.
+
+    With a rank-deficient A, least squares also has the bias c = W (A^+ A - I) x, and the error is
+    ||c + W A^+ z||^2: its mean adds ||c||^2 and its variance 4 v ||(W A^+)^T c||^2 (odd moments of z
+    vanish, so the linear and quadratic terms are uncorrelated).
+    """
+    pinv = np.linalg.pinv(A.dense())
+    WA = W.dense() @ pinv
     K = WA.T @ WA
     v, m4 = 2 * scale**2, 24 * scale**4
-    mean = v * np.trace(K)
-    variance = (m4 - 3 * v**2) * np.sum(np.diag(K) ** 2) + 2 * v**2 * np.sum(K * K)
+    bias = np.zeros(W.shape[0]) if x is None else W.dense() @ (pinv @ (A.dense() @ x) - x)
+    mean = v * np.trace(K) + bias @ bias
+    variance = (m4 - 3 * v**2) * np.sum(np.diag(K) ** 2) + 2 * v**2 * np.sum(K * K) + 4 * v * np.sum((WA.T @ bias) ** 2)
     return mean, np.sqrt(variance)
 
 
@@ -84,6 +92,25 @@ def test_empirical_error_matches_expected_error(name, workload):
     half_width = 5 * sd / np.sqrt(RUNS)
     assert abs(np.mean(errors) - mean) < half_width
     assert abs(0.7 * mean - mean) > half_width and abs(1.3 * mean - mean) > half_width  # the band has power
+
+
+@pytest.mark.parametrize("workload", ["prefix", "random"])
+def test_uniform_grid_empirical_error_matches_expected_error(workload):
+    """UniformGrid with the record count public is a fixed strategy (its grid depends on N and eps only)."""
+    shape, epsilon = (8, 8), Fraction(1, 2)
+    W = wl.Kronecker([Prefix(8), Prefix(8)]) if workload == "prefix" else wl.RandomRange(shape, 40, seed=3)
+    columns, domain = spiky_table(shape)
+    session = ek.protect(columns, domain, ek.PureDP(epsilon * RUNS), seed=6)
+    vector = session.source.vectorize()
+    truth = W @ true_vector(columns, domain)
+    errors = [np.sum((W @ grids.uniform_grid(vector, W, epsilon, shape=shape, scale=200) - truth) ** 2)
+              for _ in range(RUNS)]
+    A = classic.uniform_grid(shape, 200, float(epsilon))  # about N eps / 10 = 10 cells
+    assert 1 < A.shape[0] < 64  # a real grid, neither one cell nor the identity
+    mean, sd = _band(A, W, A.sensitivity("l1") / float(epsilon), true_vector(columns, domain))
+    half_width = 5 * sd / np.sqrt(RUNS)
+    assert abs(np.mean(errors) - mean) < half_width
+    assert abs(0.7 * mean - mean) > half_width and abs(1.3 * mean - mean) > half_width
 
 
 def test_hdmm_plan_matches_its_strategy_error():
