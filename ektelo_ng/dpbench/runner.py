@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import csv
 import os
+import pickle
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from functools import lru_cache
 from pathlib import Path
@@ -25,7 +26,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ektelo_ng.dpbench import data, workloads
-from ektelo_ng.dpbench.grid import Grid, Setting, domain_text
+from ektelo_ng.dpbench.grid import Grid, Setting
 from ektelo_ng.dpbench.metrics import METRICS, scaled_errors
 from ektelo_ng.session import protect
 from kernel.domain import Domain
@@ -62,11 +63,14 @@ def sample_of(setting: Setting, data_dir: str | None) -> np.ndarray:
 
 def run_setting(
     setting: Setting, runs: Iterable[tuple[str, str]], data_dir: str | None, public_scale: bool, secure: bool,
-    params: dict[str, dict],
+    params: dict[str, dict], strategies: str | None = None,
 ) -> list[Row]:
-    """Run ``(algorithm, epsilon)`` pairs on the setting's sample; one row each, failures included."""
+    """Run ``(algorithm, epsilon)`` pairs on the setting's sample; one row each, failures included.
+    ``strategies``: a file of selections saved by :func:`select_strategies`, loaded once per process."""
+    if strategies is not None:
+        _load_strategies(strategies)
     x = sample_of(setting, data_dir)
-    domain = Domain.from_dict({f"a{axis}": size for axis, size in enumerate(setting.domain)})
+    domain = _domain(setting.domain)
     table = load_table(data.records(x), domain)
     workload = _workload(setting.workload, setting.domain, setting.workload_seed)
     truth = x.ravel()
@@ -95,12 +99,6 @@ def run_setting(
         row["spent"] = str(session.budget.spent.epsilon)
         rows.append(row)
     return rows
-
-
-def _start_worker(entries: dict) -> None:
-    """Worker set-up: strategies the parent already selected, and one BLAS thread per process."""
-    memo.install(entries)
-    threadpool_limits(1)
 
 
 # ---- the results file ----------------------------------------------------------------------
@@ -154,30 +152,53 @@ def pending(grid: Grid, done: set[tuple]) -> list[tuple[Setting, list[tuple[str,
     return out
 
 
-def select_strategies(grid: Grid, work: list[tuple[Setting, list[tuple[str, str]]]], report: Callable[[str], None]):
-    """Run each data-independent plan once per distinct workload on an empty table, in this process.
+Selections = list[tuple[str, str, tuple[int, ...], int]]  # (algorithm, workload, domain, workload seed)
 
-    Selection reads only the workload; plans remember what they selected (``operators.selection.memo``),
-    and the workers start with a copy, so HDMM or Greedy-H select once for the whole grid.
-    """
-    seen = set()
-    for setting, runs in work:
-        for algorithm in sorted({a for a, _ in runs if not info[a].data_dependent}):
-            key = (algorithm, setting.workload, setting.domain)
-            if key in seen:
-                continue
-            seen.add(key)
-            report(f"selecting {algorithm}'s strategy for {setting.workload} on {domain_text(setting.domain)}")
-            empty, domain = _empty_table(setting.domain)
-            workload = _workload(setting.workload, setting.domain, setting.workload_seed)
-            options = {**info[algorithm].defaults, **grid.params.get(algorithm, {})}
-            info[algorithm].plan(protect(empty, domain, PureDP(1), seed=0).source, workload, PureDP(1), **options)
+
+def selections(grid: Grid, work: list[tuple[Setting, list[tuple[str, str]]]]) -> Selections:
+    """The distinct strategy selections of the data-independent runs in ``work``."""
+    found = {(a, s.workload, s.domain, s.workload_seed) for s, runs in work for a, _ in runs
+             if not info[a].data_dependent}
+    return sorted(found)
+
+
+def select_strategies(wanted: Selections, params: dict[str, dict], store: str) -> None:
+    """Run each data-independent plan once per workload on an empty table and save what the plans
+    remembered (``operators.selection.memo``) to ``store``, for the runs that follow to load: HDMM
+    or Greedy-H then select once for the whole grid, in a worker, while other runs go on."""
+    for algorithm, workload_name, shape, seed in wanted:
+        empty, domain = _empty_table(shape)
+        options = {**info[algorithm].defaults, **params.get(algorithm, {})}
+        source = protect(empty, domain, PureDP(1), seed=0).source
+        try:
+            info[algorithm].plan(source, _workload(workload_name, shape, seed), PureDP(1), **options)
+        except Exception:  # noqa: BLE001 - its runs will fail the same way and record why
+            continue
+    with open(store, "wb") as handle:
+        pickle.dump(memo.snapshot(), handle)
+
+
+@lru_cache(maxsize=4)
+def _load_strategies(store: str) -> None:
+    """Install the selections saved in ``store`` into this process's memo (once per process)."""
+    with open(store, "rb") as handle:
+        memo.install(pickle.load(handle))  # written by select_strategies of this same replay
 
 
 def _empty_table(shape: tuple[int, ...]) -> tuple[dict[str, np.ndarray], Domain]:
     """A table with no records over ``shape``: enough to run a data-independent plan for its selection."""
-    domain = Domain.from_dict({f"a{axis}": size for axis, size in enumerate(shape)})
+    domain = _domain(shape)
     return {name: np.zeros(0, dtype=np.int64) for name in domain.names}, domain
+
+
+def _domain(shape: tuple[int, ...]) -> Domain:
+    return Domain.from_dict({f"a{axis}": size for axis, size in enumerate(shape)})
+
+
+def _split(work, data_dependent: bool):
+    """The part of each setting's runs whose plans are (or are not) data-dependent."""
+    parts = [(s, [r for r in runs if info[r[0]].data_dependent == data_dependent]) for s, runs in work]
+    return [(s, runs) for s, runs in parts if runs]
 
 
 def run_grid(
@@ -188,28 +209,40 @@ def run_grid(
     secure: bool = False,
     progress: bool = True,
 ) -> list[Row]:
-    """Run every run of ``grid`` not yet in ``out/results.csv``; return all rows recorded there."""
+    """Run every run of ``grid`` not yet in ``out/results.csv``; return all rows recorded there.
+
+    Data-dependent runs start at once; one worker first selects the data-independent plans'
+    strategies (once per workload), and their runs follow with the selections loaded.
+    """
     out = Path(out)
     data_dir = None if data_dir is None else str(data_dir)
     for name in grid.datasets:  # a missing file fails now, not in a worker an hour in
         data.load_shape(name, data_dir)
     done = {tuple(row[c] for c in KEY_COLUMNS) for row in read_results(out)}
     work = pending(grid, done)
-    total = sum(len(runs) for _, runs in work)
-    bar = _progress_bar(total, progress)
-    select_strategies(grid, work, lambda text: bar.set_description_str(text[:60]))
-    bar.set_description_str("runs")
+    bar = _progress_bar(sum(len(runs) for _, runs in work), progress)
     results = ResultsFile(out)
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(work) or 1))
+    store = str(out / ".strategies.pickle")
+    jobs = max(1, min(jobs or os.cpu_count() or 1, 2 * len(work) or 1))
     try:
-        with ProcessPoolExecutor(jobs, initializer=_start_worker, initargs=(memo.snapshot(),)) as pool:
-            futures = {
-                pool.submit(run_setting, setting, runs, data_dir, grid.public_scale, secure, grid.params)
-                for setting, runs in work
-            }
+        with ProcessPoolExecutor(jobs, initializer=threadpool_limits, initargs=(1,)) as pool:
+
+            def submit(part, strategies=None):
+                return {pool.submit(run_setting, s, runs, data_dir, grid.public_scale, secure, grid.params,
+                                    strategies) for s, runs in part}
+
+            independent = _split(work, data_dependent=False)
+            selecting = pool.submit(select_strategies, selections(grid, work), grid.params, store) if independent else None
+            futures = submit(_split(work, data_dependent=True))
             try:
-                while futures:
-                    finished, futures = wait(futures, return_when=FIRST_COMPLETED)
+                while futures or selecting:
+                    finished, _ = wait(futures | {selecting} - {None}, return_when=FIRST_COMPLETED)
+                    futures -= finished
+                    if selecting in finished:
+                        finished.remove(selecting)
+                        selecting.result()  # raises if a selection failed: nothing to run the rest with
+                        selecting = None
+                        futures |= submit(independent, store)
                     for future in finished:
                         rows = future.result()
                         results.append(rows)
