@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from kernel.matrix import Dense, Identity, Intervals, Matrix, Ones, Sparse, VStack, Weighted
+from kernel.matrix import Dense, Diagonal, Identity, Intervals, Matrix, Ones, Product, Ranges, Sparse, VStack, Weighted
 
 
 def preconditioned_cg(
@@ -44,9 +44,11 @@ def preconditioned_cg(
 
 def explicit_sparse(matrix: Matrix, max_nonzeros: int) -> sp.csr_array | None:
     """``matrix`` as a CSR array when its structure makes that cheap (dense and sparse leaves, identity,
-    ones, intervals, weights and vertical stacks of these) and it has at most ``max_nonzeros``
-    non-zeros; else ``None`` (keep the implicit products). Many small blocks then cost one sparse
-    product instead of a Python call per block (MWEM's per-round solves)."""
+    ones, diagonals, intervals, boxes, weights, vertical stacks and products of these) and it (and, for
+    a product, every factor and partial product) has at most ``max_nonzeros`` non-zeros; else ``None``
+    (keep the implicit products). Many small blocks then cost one sparse product instead of a Python
+    call per block (MWEM's per-round solves), and a workload of boxes times a partition's expansion
+    is one sparse product instead of prefix sums over the whole domain per column (DAWA in 2-D)."""
     if isinstance(matrix, Weighted):
         inner = explicit_sparse(matrix.base, max_nonzeros)
         return None if inner is None else inner * matrix.weight
@@ -58,12 +60,16 @@ def explicit_sparse(matrix: Matrix, max_nonzeros: int) -> sp.csr_array | None:
                 return None
             parts.append(part)
         return sp.csr_array(sp.vstack(parts, format="csr"))
+    if isinstance(matrix, Product):
+        return _explicit_product(matrix.factors, max_nonzeros)
     if isinstance(matrix, Dense):
         found = sp.csr_array(matrix.array)
     elif isinstance(matrix, Sparse):
         found = matrix.matrix
     elif isinstance(matrix, Identity):
         found = sp.csr_array(sp.identity(matrix.n, format="csr"))
+    elif isinstance(matrix, Diagonal):
+        found = sp.csr_array(sp.diags_array(matrix.values, format="csr"))
     elif isinstance(matrix, Ones):
         if matrix.shape[0] * matrix.shape[1] > max_nonzeros:
             return None
@@ -72,9 +78,56 @@ def explicit_sparse(matrix: Matrix, max_nonzeros: int) -> sp.csr_array | None:
         lengths = matrix.hi - matrix.lo + 1
         if lengths.sum() > max_nonzeros:
             return None
-        indptr = np.concatenate([[0], np.cumsum(lengths)])
-        indices = np.repeat(matrix.lo - indptr[:-1], lengths) + np.arange(indptr[-1])
-        found = sp.csr_array((np.ones(indptr[-1]), indices, indptr), shape=matrix.shape)
+        found = _rows_of_runs(matrix.lo, lengths, np.cumsum(lengths), matrix.shape)
+    elif isinstance(matrix, Ranges):
+        found = _explicit_boxes(matrix, max_nonzeros)
     else:
         return None
-    return found if found.nnz <= max_nonzeros else None
+    return found if found is not None and found.nnz <= max_nonzeros else None
+
+
+def _explicit_product(factors: list[Matrix], max_nonzeros: int) -> sp.csr_array | None:
+    """A product of explicit factors, multiplied from the right: the workload or strategy usually
+    comes first and is the largest, so it meets the (small) product of the lineage once."""
+    product = None
+    for factor in reversed(factors):
+        found = explicit_sparse(factor, max_nonzeros)
+        if found is None:
+            return None
+        product = found if product is None else sp.csr_array(found @ product)
+        if product.nnz > max_nonzeros:
+            return None
+    return product
+
+
+def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """starts[k], starts[k] + 1, ..., starts[k] + lengths[k] - 1 for every k, concatenated."""
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1] if ends.size else 0)
+
+
+def _rows_of_runs(
+    starts: np.ndarray, lengths: np.ndarray, row_ends: np.ndarray, shape: tuple[int, int]
+) -> sp.csr_array:
+    """The 0/1 matrix whose rows are unions of runs of columns: run k covers starts[k] to starts[k] +
+    lengths[k] - 1; row i holds the runs from cumulative length row_ends[i - 1] to row_ends[i]."""
+    indices = _runs(starts, lengths)
+    indptr = np.concatenate([[0], row_ends])
+    return sp.csr_array((np.ones(indices.size), indices, indptr), shape=shape)
+
+
+def _explicit_boxes(boxes: Ranges, max_nonzeros: int) -> sp.csr_array | None:
+    """A Ranges matrix (boxes on a row-major domain) as CSR: each box is a set of runs along the last
+    axis, one per combination of its other coordinates; ``None`` past ``max_nonzeros``."""
+    sides = boxes.hi - boxes.lo + 1
+    sizes = sides.prod(axis=1)
+    if sizes.sum() > max_nonzeros:
+        return None
+    strides = np.cumprod((boxes.domain_shape[1:] + (1,))[::-1])[::-1]
+    owner, offsets = np.arange(sizes.size), np.zeros(sizes.size, dtype=np.int64)
+    for axis in range(len(boxes.domain_shape) - 1):  # expand each box over this axis's coordinates
+        counts = sides[owner, axis]
+        coordinates = _runs(boxes.lo[owner, axis], counts)
+        owner = np.repeat(owner, counts)
+        offsets = np.repeat(offsets, counts) + coordinates * strides[axis]
+    return _rows_of_runs(offsets + boxes.lo[owner, -1], sides[owner, -1], np.cumsum(sizes), boxes.shape)

@@ -85,6 +85,13 @@ class Partition:
         """W P^+: the workload over the reduced vector (lossless when W is constant on groups)."""
         return Product([W, self.expand()])
 
+    def representatives(self) -> Sparse:
+        """R (cells x groups): R[j, g] = 1 when j is the first cell of group g. W R = W P^+ when W is
+        constant on groups, with W's own entries (no averaging, so no rounding)."""
+        first = np.unique(self.labels, return_index=True)[1]
+        picks = (np.ones(first.size), (first, np.arange(first.size)))
+        return Sparse(sp.csr_array(picks, shape=(self.cells, self.groups)))
+
     def selection(self, group: int) -> Sparse:
         """S_g (|group| x cells): the rows of the identity picking group g's cells in order,
         the lineage matrix of one part of V-SplitByPartition (x_g = S_g x)."""

@@ -14,18 +14,20 @@ permutation: stability 1), so blocks are compact regions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
 
 from kernel.matrix import Matrix, Product, Sparse
+from kernel.matrix.threads import single_threaded_blas
 from operators import measure
 from operators.client import Handle
 from operators.inference import Measurement, least_squares
-from operators.partition import dawa_partition, hilbert_order, stripe
-from operators.selection.classic import greedy_h
+from operators.linalg import explicit_sparse
+from operators.partition import Partition, dawa_partition, hilbert_order, stripe
+from operators.selection.classic import EXPLICIT_NONZEROS, greedy_h
 from plans.common import BudgetLike, data_vector, epsilon_of, split_budget
 
 
@@ -56,7 +58,8 @@ def dawa(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[i
         vector, workload = vector.transform(order), Product([workload, order.T])
     elif len(dims) != 1:
         raise ValueError(f"DAWA supports 1-D and 2-D domains, got {len(dims)} dimensions")
-    return least_squares([dawa_measurement(vector, workload, epsilon_of(budget), rho)], size=vector.size)
+    with single_threaded_blas():  # sparse products and LSMR's short vector steps: a second thread only waits
+        return least_squares([dawa_measurement(vector, workload, epsilon_of(budget), rho)], size=vector.size)
 
 
 def dawa_striped(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
@@ -67,8 +70,24 @@ def dawa_striped(source: Handle, workload: Matrix, budget: BudgetLike, shape: Se
     vector, dims = data_vector(source, shape)
     stripes = stripe(dims, attribute)
     epsilon = epsilon_of(budget)
-    measurements = [
-        dawa_measurement(part, Product([workload, stripes.selection(g).T]), epsilon, rho)
-        for g, part in enumerate(vector.split_by_partition(stripes.labels))
-    ]
-    return least_squares(measurements, size=vector.size)
+    parts = vector.split_by_partition(stripes.labels)
+    with single_threaded_blas():  # as in ``dawa``
+        measurements = [
+            dawa_measurement(part, columns, epsilon, rho)
+            for part, columns in zip(parts, _stripe_workloads(workload, stripes))
+        ]
+        return least_squares(measurements, size=vector.size)
+
+
+def _stripe_workloads(workload: Matrix, stripes: Partition) -> Iterator[Matrix]:
+    """W S_g^T for every stripe g: the workload's columns on the stripe's cells. When W is cheaply
+    explicit these are column slices of one sparse copy (each stripe then costs its own columns, not
+    a pass over all of W); else implicit products."""
+    explicit = explicit_sparse(workload, EXPLICIT_NONZEROS)
+    if explicit is None:
+        yield from (Product([workload, stripes.selection(g).T]) for g in range(stripes.groups))
+        return
+    columns = sp.csc_array(explicit)
+    cells = np.argsort(stripes.labels, kind="stable")
+    for part in np.split(cells, np.cumsum(stripes.sizes)[:-1]):
+        yield Sparse(columns[:, part])

@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from kernel.matrix import AllRange, Dense, Diagonal, Haar, Hierarchical, Intervals, Prefix, Product, WidthRange
+from kernel.matrix import AllRange, Dense, Diagonal, Haar, Hierarchical, Intervals, Prefix, Product, Ranges, WidthRange
 from operators.error import rmse
 from operators.selection import classic
+from operators.partition import Partition
 from operators.workload import RandomRange
 
 # ---- fixed strategies ------------------------------------------------------------------
@@ -140,16 +141,35 @@ def _row_set(A: np.ndarray) -> np.ndarray:
     return A[np.lexsort(np.round(A, 12).T[::-1])]
 
 
+def _assert_greedy_h_follows_its_documented_rule(W, monkeypatch):
+    """On W and on W as a dense matrix, and with W's Gram read from W made sparse (products) or from
+    its structured products (explicit materialization switched off)."""
+    expected = _row_set(_naive_greedy(W.gram().dense(), grid=10))
+    for workload in (W, Dense(W.dense())):
+        assert np.allclose(_row_set(classic.greedy_h(workload, grid=10).dense()), expected, atol=1e-12)
+    with monkeypatch.context() as patch:
+        patch.setattr(classic, "EXPLICIT_NONZEROS", 0)
+        assert np.allclose(_row_set(classic.greedy_h(W, grid=10).dense()), expected, atol=1e-12)
+
+
 @pytest.mark.parametrize("n", [1, 2, 7, 12, 16])
-def test_greedy_h_follows_its_documented_rule(n):
+def test_greedy_h_follows_its_documented_rule(n, monkeypatch):
     rng = np.random.default_rng(n)
     lo = rng.integers(0, n, 15)
     hi = np.maximum(lo, rng.integers(0, n, 15))
     W = Product([Diagonal(rng.uniform(0.5, 2.0, 15)), Intervals(n, lo, hi)])  # weighted: no ties
-    expected = _naive_greedy(W.gram().dense(), grid=10)
-    for workload in (W, Dense(W.dense())):  # structured and dense Gram paths
-        A = classic.greedy_h(workload, grid=10)
-        assert np.allclose(_row_set(A.dense()), _row_set(expected), atol=1e-12)
+    _assert_greedy_h_follows_its_documented_rule(W, monkeypatch)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_greedy_h_on_boxes_reduced_by_a_partition_follows_its_documented_rule(seed, monkeypatch):
+    """DAWA in 2-D: weighted boxes times a partition's expansion P^+ (cells in groups of sizes 1 to 4)."""
+    rng = np.random.default_rng(seed)
+    ends = rng.integers(0, 6, (12, 2, 2))
+    boxes = Ranges((6, 6), ends.min(axis=2), ends.max(axis=2))
+    groups = Partition(np.repeat(np.arange(36), rng.integers(1, 5, 36))[:36])
+    W = Product([Diagonal(rng.uniform(0.5, 2.0, 12)), boxes, groups.expand()])
+    _assert_greedy_h_follows_its_documented_rule(W, monkeypatch)
 
 
 def test_greedy_h_paths_sum_to_one():

@@ -172,6 +172,49 @@ def test_explicit_sparse_equals_the_dense_matrix_or_declines():
     assert explicit_sparse(Fourier(8), 10_000) is None  # no cheap explicit form: stay implicit
 
 
+def test_explicit_sparse_of_boxes_diagonals_and_products_equals_the_dense_matrix():
+    """Boxes in 1-, 2- and 3-D, and products (boxes reduced by a partition, a weighted tree mapped to the
+    root through a partition) equal their dense matrices; a product declines when a factor has no cheap
+    explicit form or a factor or partial product has too many non-zeros."""
+    from kernel.matrix import Diagonal, Fourier, Identity, Intervals, Ones, Product, Ranges
+    from operators.linalg import explicit_sparse
+    from operators.partition import Partition
+
+    rng = np.random.default_rng(4)
+    for shape in [(7,), (4, 6), (3, 1, 5), (2, 3, 2, 4)]:
+        ends = np.stack([rng.integers(0, n, (9, 2)) for n in shape], axis=1)
+        boxes = Ranges(shape, ends.min(axis=2), ends.max(axis=2))
+        np.testing.assert_array_equal(explicit_sparse(boxes, 10_000).toarray(), boxes.dense())
+    boxes = Ranges((4, 6), [[0, 1], [2, 0], [1, 3]], [[3, 4], [2, 5], [1, 3]])  # 16 + 6 + 1 cells
+    cells = Partition(rng.integers(0, 5, 24))
+    tree = Product([Diagonal(rng.random(3)), Intervals(cells.groups, [0, 1, 3], [4, 2, 3]), cells.matrix()])
+    for M in (cells.reduce(boxes), tree):
+        np.testing.assert_allclose(explicit_sparse(M, 10_000).toarray(), M.dense(), rtol=1e-14)
+    assert explicit_sparse(boxes, 22) is None
+    assert explicit_sparse(Product([boxes, Identity(24)]), 22) is None
+    assert explicit_sparse(Product([Ones(3, 1), Ones(1, 10)]), 20) is None  # factors 3 and 10, product 30
+    assert explicit_sparse(Product([Fourier(8), Identity(8)]), 10_000) is None
+
+
+def test_multiplicative_weights_on_atoms_equals_it_on_cells():
+    """MWEM's multiplicative weights on the atoms of its measured queries (boxes, and a stack of rows as
+    in the H2 augmentation) gives the estimate of multiplicative weights on every cell, from any start."""
+    from kernel.matrix import Dense, Intervals, Sparse, VStack
+    from operators.workload import RandomRange
+    from plans.mwem import _multiplicative_weights_on_atoms
+
+    rng = np.random.default_rng(8)
+    boxes = RandomRange((6, 5), 4, seed=2).dense()
+    history = [Measurement(Sparse(row[None]), rng.normal(20, 5, 1), 1.0) for row in boxes]
+    history.append(Measurement(VStack([Dense(boxes[:1]), Intervals(30, [0, 12], [5, 29])]), rng.normal(30, 5, 3), 1.0))
+    total = 150.0
+    for x0 in (np.full(30, total / 30), rng.random(30) * (rng.random(30) > 0.2)):
+        np.testing.assert_allclose(
+            _multiplicative_weights_on_atoms(history, total, x0), multiplicative_weights(history, total, x0=x0),
+            rtol=1e-10,
+        )
+
+
 def test_multiplicative_weights_equals_the_update_rule_written_out():
     """x <- x exp(M^T (y - M x) / 2N), renormalized to N, measurement by measurement, pass by pass:
     the fast paths (single rows, CSR stacks, implicit matrices) change nothing."""

@@ -39,6 +39,16 @@ def test_matrix_expand_reduce_algebra():
         p.selection(3)
 
 
+def test_representatives_reduce_a_workload_constant_on_groups_exactly():
+    p = Partition(np.array([3, 1, 3, 3, 0, 1]))
+    R = p.representatives().dense()
+    assert R.shape == (6, 3) and R.argmax(axis=0).tolist() == [0, 1, 4]  # each group's first cell
+    assert np.array_equal(R.sum(axis=0), np.ones(3))
+    W = np.random.default_rng(2).random((4, 3)) @ p.matrix().dense()  # constant on every group
+    assert np.array_equal(W @ R, W[:, [0, 1, 4]])
+    assert np.allclose(W @ R, p.reduce(Dense(W)).dense(), rtol=1e-15)
+
+
 def _brute_labels(shape, key):
     """Group cells by key(coordinates), numbering groups by first appearance (row-major)."""
     seen, labels = {}, []
