@@ -197,7 +197,7 @@ def nnls(
         start,
         jac=True,
         method="L-BFGS-B",
-        bounds=[(0.0, None)] * n,
+        bounds=scipy.optimize.Bounds(0.0, np.inf),
         options={"maxiter": max_iterations, "maxfun": 2 * max_iterations, "ftol": 1e-15, "gtol": 1e-10},
     )
     return result.x
