@@ -2,8 +2,9 @@
 marginal (the paper's synthetic setting), budget rho = 1.
 
 Targets (d = 100): under 120 s in total within 8 GB. Prints one JSON object per case with the time split
-into selecting the plan, planning hosts, counting (the kernel's project + vectorize of each host marginal:
-its only passes over the table), measuring (one Gaussian request per host, then un-whitening), and
+into selecting the plan, planning hosts, counting (the kernel's vectorize of each host marginal, batched
+in vectorize_many requests: its only passes over the table), measuring (one Gaussian measurement per
+host, batched in gaussian_batch requests, each charged as its own request; then un-whitening), and
 reconstructing every workload marginal (in chunks, discarded). It also checks the budget spent and the
 empirical error of 200 sampled 3-way marginals against the predicted variance (the benchmark made the
 data, so it may count the truth itself; the plan never does).

@@ -67,20 +67,28 @@ class Accountant:
         return cost * stability if self.kind is PureDP else cost * stability * stability
 
     # ---- charging ----------------------------------------------------------------------
-    def plan(self, node: str, cost: Fraction) -> dict[str, Fraction]:
-        """New spends along the path if ``cost`` were charged at ``node``; raises BudgetExceeded."""
+    def plan(self, node: str, cost: Fraction, planned: dict[str, Fraction] | None = None) -> dict[str, Fraction]:
+        """New spends along the path if ``cost`` were charged at ``node``; raises BudgetExceeded.
+
+        ``planned``: spends already planned by earlier charges of the same batch, read in place of the
+        stored ones (so a batch is planned exactly as the same charges made one after another)."""
         if cost < 0:
             raise ValueError(f"a charge cannot be negative, got {cost}")
+        planned = planned or {}
+
+        def spent(name: str) -> Fraction:
+            return planned.get(name, self._nodes[name].spent)
+
         updates: dict[str, Fraction] = {}
         while True:
             current = self._nodes[node]
-            updates[node] = current.spent + cost
+            updates[node] = spent(node) + cost
             if current.parent is None:
                 break
             parent = self._nodes[current.parent]
             if parent.is_partition:
-                increase = max(current.spent + cost - parent.spent, Fraction(0))
-                updates[current.parent] = parent.spent + increase
+                increase = max(spent(node) + cost - spent(current.parent), Fraction(0))
+                updates[current.parent] = spent(current.parent) + increase
                 node, cost = parent.parent, self.scale(increase, parent.stability)
             else:
                 node, cost = current.parent, self.scale(cost, current.stability)
@@ -94,7 +102,19 @@ class Accountant:
 
     def charge(self, node: str, cost: Fraction, record: str = "") -> None:
         """Charge ``cost`` at ``node`` or raise BudgetExceeded having changed nothing."""
-        updates = self.plan(node, cost)
+        self._apply(self.plan(node, cost), record)
+
+    def charge_many(self, charges: list[tuple[str, Fraction]], record: str = "") -> None:
+        """Charge each ``(node, cost)`` in order, exactly as that many ``charge`` calls would, or raise
+        BudgetExceeded having changed nothing (all or none; the root spend only grows along the sequence,
+        so every step is within the budget iff each planned step is)."""
+        updates: dict[str, Fraction] = {}
+        for node, cost in charges:
+            updates.update(self.plan(node, cost, updates))
+        if updates:
+            self._apply(updates, record)
+
+    def _apply(self, updates: dict[str, Fraction], record: str) -> None:
         increment = updates[self.root] - self._nodes[self.root].spent
         if self.ledger is not None and increment > 0:
             updates[self.root] = self.ledger.commit(increment, record)

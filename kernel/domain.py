@@ -13,7 +13,9 @@ A data vector over a Domain is the histogram of the table, flattened row-major
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from functools import cached_property
 from typing import Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -62,8 +64,7 @@ class Domain(BaseModel):
     def _distinct_names(cls, attributes: tuple[Attribute, ...]) -> tuple[Attribute, ...]:
         if not attributes:
             raise ValueError("a domain needs at least one attribute")
-        names = [a.name for a in attributes]
-        repeated = sorted({n for n in names if names.count(n) > 1})
+        repeated = sorted(n for n, k in Counter(a.name for a in attributes).items() if k > 1)
         if repeated:
             raise ValueError(f"attribute names must be distinct; repeated: {repeated}")
         return attributes
@@ -90,13 +91,24 @@ class Domain(BaseModel):
                 attributes.append(Attribute(name=name, size=len(labels), labels=labels))
         return cls(attributes=tuple(attributes))
 
-    @property
+    # Derived facts are cached on the (frozen) instance: a wide domain is looked up by name on every request.
+    @cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.attributes)
 
-    @property
+    @cached_property
     def sizes(self) -> tuple[int, ...]:
         return tuple(a.size for a in self.attributes)
+
+    @cached_property
+    def _positions(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.names)}
+
+    def model_copy(self, *, update=None, deep: bool = False) -> Domain:
+        copied = super().model_copy(update=update, deep=deep)
+        for cached in ("names", "sizes", "_positions"):  # derived from the (possibly updated) attributes
+            copied.__dict__.pop(cached, None)
+        return copied
 
     @property
     def size(self) -> int:
@@ -113,8 +125,8 @@ class Domain(BaseModel):
         """Position of an attribute given by name or position."""
         if isinstance(attribute, str):
             try:
-                return self.names.index(attribute)
-            except ValueError:
+                return self._positions[attribute]
+            except KeyError:
                 raise ValueError(
                     f"unknown attribute {attribute!r}; the domain has {list(self.names)}"
                 ) from None

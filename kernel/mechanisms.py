@@ -17,6 +17,7 @@ integer grid and there is no slack. See docs/privacy/.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -57,9 +58,50 @@ class Prepared:
         return codes * self.grid
 
 
-def prepare_laplace(M: Matrix, epsilon: Fraction, integral: bool, unit: Unit) -> Prepared:
+def release_many(prepared: list[Prepared], values: list[np.ndarray], source: NoiseSource) -> list[np.ndarray]:
+    """``prepared[i].release(values[i], source)`` for every i. Measurements with the same noise law (kind,
+    scale, grid) draw their noise in one call: independent draws of one law either way."""
+    out: list[np.ndarray | None] = [None] * len(values)
+    groups: dict[tuple, list[int]] = {}
+    for i, p in enumerate(prepared):
+        groups.setdefault((p.noise, p.scale, p.grid), []).append(i)
+    for members in groups.values():
+        joined = np.concatenate([np.asarray(values[i]).ravel() for i in members])
+        released = prepared[members[0]].release(joined, source)
+        bounds = np.cumsum([0] + [np.size(values[i]) for i in members])
+        for i, start, stop in zip(members, bounds[:-1], bounds[1:]):
+            out[i] = released[start:stop]
+    return out
+
+
+class MatrixFacts:
+    """A kernel-built matrix and the public facts that set its noise (sensitivity, column support), each
+    computed on first use and kept: a batch measuring one matrix on many sources derives them once."""
+
+    def __init__(self, matrix: Matrix):
+        self.matrix = matrix
+        self.binary = matrix.binary
+        self._sensitivity: dict[str, float] = {}
+
+    @staticmethod
+    def of(M: Matrix | MatrixFacts) -> MatrixFacts:
+        return M if isinstance(M, MatrixFacts) else MatrixFacts(M)
+
+    def sensitivity(self, norm: Literal["l1", "l2"]) -> float:
+        """The largest column norm; refuses a matrix with no non-zero entries."""
+        if norm not in self._sensitivity:
+            self._sensitivity[norm] = _nonzero_sensitivity(self.matrix, norm)
+        return self._sensitivity[norm]
+
+    @functools.cached_property
+    def support(self) -> int:
+        return column_support(self.matrix)
+
+
+def prepare_laplace(M: Matrix | MatrixFacts, epsilon: Fraction, integral: bool, unit: Unit) -> Prepared:
     """Laplace noise for M x: scale (L1 sensitivity + rounding slack) / epsilon; charge epsilon (or eps^2/2 zCDP)."""
-    sensitivity = _nonzero_sensitivity(M, "l1")
+    M = MatrixFacts.of(M)
+    sensitivity = M.sensitivity("l1")
     grid, slack = _grid(M, sensitivity / float(epsilon), integral, "l1")
     return _laplace(sensitivity + slack, grid, epsilon, unit)
 
@@ -179,11 +221,14 @@ def prepare_dyadic_deviations(n: int, epsilon: Fraction, unit: Unit) -> Prepared
     return _laplace(sensitivity + grid * levels, grid, epsilon, unit)
 
 
-def prepare_gaussian(M: Matrix, rho: Fraction | None, sigma: float | None, integral: bool, unit: Unit) -> Prepared:
+def prepare_gaussian(
+    M: Matrix | MatrixFacts, rho: Fraction | None, sigma: float | None, integral: bool, unit: Unit
+) -> Prepared:
     """Gaussian noise for M x; charge rho = (L2 sensitivity + slack)^2 / (2 sigma^2), zCDP sessions only."""
     if unit is not ZCDP:
         raise ValueError("Gaussian noise needs a zCDP session (a ZCDP budget); this session is pure DP")
-    sensitivity = _nonzero_sensitivity(M, "l2")
+    M = MatrixFacts.of(M)
+    sensitivity = M.sensitivity("l2")
     if rho is not None:
         grid, slack = _grid(M, sensitivity / math.sqrt(2 * float(rho)), integral, "l2")
         return Prepared("gaussian", _round_up((sensitivity + slack) / math.sqrt(2 * float(rho))), grid, rho)
@@ -226,11 +271,11 @@ def _round_up(value: float) -> float:
     return value * (1.0 + 2.0**-48)
 
 
-def _grid(M: Matrix, scale: float, integral: bool, norm: str) -> tuple[float, float]:
+def _grid(M: MatrixFacts, scale: float, integral: bool, norm: str) -> tuple[float, float]:
     """Release grid step and the sensitivity slack its rounding adds."""
     if integral and M.binary:  # counts times a 0/1 matrix are integers: no rounding at all
         return min(1.0, grid_step(scale)), 0.0
-    support = column_support(M)
+    support = M.support
     grid = grid_step(scale / support)
     return grid, grid * (support if norm == "l1" else math.sqrt(support))
 

@@ -80,6 +80,22 @@ def _parallel(sampler):
     return draw
 
 
+_BLOCK = 1 << 16
+"""Samples drawn per pass of the discrete Gaussian's rejection loop: its temporaries stay in cache."""
+
+
+def _laplace_magnitudes(words: np.ndarray, t: float) -> np.ndarray:
+    """|Z| for discrete Laplace(t) from each word's top 53 bits, as integer-valued doubles (see below)."""
+    p = math.exp(-1.0 / t)
+    magnitude = _open_unit(words)
+    np.log(magnitude, out=magnitude)
+    magnitude += math.log((1.0 + p) / 2.0)
+    magnitude *= -t
+    np.floor(magnitude, out=magnitude)
+    np.maximum(magnitude, 0.0, out=magnitude)
+    return magnitude
+
+
 @_parallel
 def discrete_laplace(source: NoiseSource, t: float, size: int) -> np.ndarray:
     """int64 samples with P(z) proportional to exp(-|z| / t), one random word each.
@@ -90,14 +106,7 @@ def discrete_laplace(source: NoiseSource, t: float, size: int) -> np.ndarray:
     """
     t = _check_scale("discrete Laplace scale", t)
     words = source.words(size)
-    p = math.exp(-1.0 / t)
-    magnitude = _open_unit(words)
-    np.log(magnitude, out=magnitude)
-    magnitude += math.log((1.0 + p) / 2.0)
-    magnitude *= -t
-    np.floor(magnitude, out=magnitude)
-    np.maximum(magnitude, 0.0, out=magnitude)
-    codes = magnitude.astype(np.int64)
+    codes = _laplace_magnitudes(words, t).astype(np.int64)
     np.negative(codes, out=codes, where=(words & np.uint64(1)).astype(bool))
     return codes
 
@@ -107,19 +116,29 @@ def discrete_gaussian(source: NoiseSource, sigma: float, size: int) -> np.ndarra
     """int64 samples with P(z) proportional to exp(-z^2 / (2 sigma^2)).
 
     Rejection from discrete Laplace with t = floor(sigma) + 1 (Canonne, Kamath, Steinke 2020):
-    accept y with probability exp(-(|y| - sigma^2 / t)^2 / (2 sigma^2)).
+    accept y with probability exp(-(|y| - sigma^2 / t)^2 / (2 sigma^2)). Proposals are drawn at most
+    ``_BLOCK`` at a time and tested on their magnitudes (|y| exactly, as doubles) before their signs are
+    applied; only accepted ones become integers.
     """
     sigma = _check_scale("discrete Gaussian sigma", sigma)
     t = math.floor(sigma) + 1.0
+    center, spread = sigma**2 / t, 2 * sigma**2
     out = np.empty(size, dtype=np.int64)
     filled = 0
     while filled < size:
-        batch = max(1024, int(1.6 * (size - filled)))
-        y = discrete_laplace.__wrapped__(source, t, batch)  # already inside a worker
-        accept = source.uniform(batch) < np.exp(-((np.abs(y) - sigma**2 / t) ** 2) / (2 * sigma**2))
-        kept = y[accept][: size - filled]
-        out[filled : filled + kept.size] = kept
-        filled += kept.size
+        batch = min(_BLOCK, max(1024, int(1.6 * (size - filled))))
+        words = source.words(batch)  # the proposals' words, then the acceptance uniforms (one word each)
+        magnitude = _laplace_magnitudes(words, t)
+        threshold = magnitude - center
+        np.square(threshold, out=threshold)
+        np.negative(threshold, out=threshold)
+        threshold /= spread
+        np.exp(threshold, out=threshold)  # exp(-(|y| - sigma^2 / t)^2 / (2 sigma^2))
+        accept = np.flatnonzero(source.uniform(batch) < threshold)[: size - filled]
+        kept = out[filled : filled + accept.size]
+        np.copyto(kept, magnitude[accept], casting="unsafe")
+        np.negative(kept, out=kept, where=(words[accept] & np.uint64(1)).astype(bool))
+        filled += accept.size
     return out
 
 

@@ -40,9 +40,11 @@ _UNSET: Any = object()
 def _to_fraction(name: str, value: Any) -> Fraction:
     """Read ``value`` as an exact, finite, non-negative Fraction, or raise ValueError naming it."""
     allowed = "an int, Fraction, str such as '1/10' or '0.1', or a finite float"
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if type(value) is Fraction or type(value) is int:  # the common cases, without abstract-class checks
+        result = value if type(value) is Fraction else Fraction(value)  # a Fraction is immutable
+    elif isinstance(value, bool) or type(value).__name__ == "bool_":
         raise ValueError(f"{name} must be {allowed}; got the boolean {value!r}")
-    if isinstance(value, numbers.Rational):
+    elif isinstance(value, numbers.Rational):
         result = Fraction(int(value.numerator), int(value.denominator))
     elif isinstance(value, numbers.Real):
         as_float = float(value)

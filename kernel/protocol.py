@@ -77,6 +77,15 @@ class Vectorize(_Message):
     attributes: list[str] | None = Field(default=None, min_length=1)
 
 
+class VectorizeMany(_Message):
+    """Several marginals of one table in one message: exactly one ``vectorize`` request per entry of
+    ``attributes``, in order (each a new vector source, a 1-stable derivation of ``source``)."""
+
+    op: Literal["vectorize_many"] = "vectorize_many"
+    source: SourceId
+    attributes: list[Annotated[list[str], Field(min_length=1)]] = Field(min_length=1)
+
+
 class Transform(_Message):
     op: Literal["transform"] = "transform"
     source: SourceId
@@ -117,6 +126,38 @@ class Gaussian(_Message):
     def _one_parameter(self) -> Gaussian:
         if (self.rho is None) == (self.sigma is None):
             raise ValueError("give exactly one of rho or sigma")
+        return self
+
+
+class GaussianItem(_Message):
+    """One measurement of a ``gaussian_batch``: ``matrices[matrix]`` on ``source``, with rho or sigma."""
+
+    source: SourceId
+    matrix: NonNegativeInt
+    rho: Rho | None = None
+    sigma: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+
+    @model_validator(mode="after")
+    def _one_parameter(self) -> GaussianItem:
+        if (self.rho is None) == (self.sigma is None):
+            raise ValueError("give exactly one of rho or sigma")
+        return self
+
+
+class GaussianBatch(_Message):
+    """Several Gaussian measurements in one message, each exactly the ``gaussian`` request with the same
+    source, matrix and rho or sigma, composed in order; all are charged, or none (docs/privacy/gaussian.md).
+    Items name their matrix by position in ``matrices``, so a matrix shared by many items travels once."""
+
+    op: Literal["gaussian_batch"] = "gaussian_batch"
+    matrices: list[MatrixSpec] = Field(min_length=1)
+    items: list[GaussianItem] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _matrices_exist(self) -> GaussianBatch:
+        named = max(item.matrix for item in self.items)
+        if named >= len(self.matrices):
+            raise ValueError(f"an item names matrix {named}; there are {len(self.matrices)}")
         return self
 
 
@@ -187,16 +228,17 @@ class TranscriptLog(_Message):
 
 Request = Annotated[
     Union[
-        Root, Describe, Where, Project, Vectorize, Transform, ReduceByPartition, SplitByPartition, Laplace, Gaussian,
-        NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect, StructureFirst,
-        BudgetStatus, LineageGraph, TranscriptLog,
+        Root, Describe, Where, Project, Vectorize, VectorizeMany, Transform, ReduceByPartition, SplitByPartition,
+        Laplace, Gaussian, GaussianBatch, NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect,
+        StructureFirst, BudgetStatus, LineageGraph, TranscriptLog,
     ],
     Field(discriminator="op"),
 ]
 RequestAdapter: TypeAdapter = TypeAdapter(Request)
 
 MEASUREMENTS = (
-    Laplace, Gaussian, NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect, StructureFirst,
+    Laplace, Gaussian, GaussianBatch, NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect,
+    StructureFirst,
 )
 
 # ---- responses -------------------------------------------------------------------------
@@ -217,6 +259,13 @@ class Parts(_Message):
     parts: list[SourceInfo]
 
 
+class Sources(_Message):
+    """New sources, in the order they were asked for."""
+
+    kind: Literal["sources"] = "sources"
+    sources: list[SourceInfo]
+
+
 class Answer(_Message):
     """Noisy answers and how they were made; ``seeded`` flags the reproducible (non-secure) mode."""
 
@@ -227,6 +276,13 @@ class Answer(_Message):
     grid: float
     charge: Budget
     seeded: bool
+
+
+class Answers(_Message):
+    """One answer per item of a batch, in order."""
+
+    kind: Literal["answers"] = "answers"
+    answers: list[Answer]
 
 
 class Selected(_Message):
@@ -269,7 +325,9 @@ class ErrorInfo(_Message):
 
 
 Response = Annotated[
-    Union[SourceInfo, Parts, Answer, Selected, Splits, BudgetInfo, LineageInfo, TranscriptInfo, ErrorInfo],
+    Union[
+        SourceInfo, Parts, Sources, Answer, Answers, Selected, Splits, BudgetInfo, LineageInfo, TranscriptInfo, ErrorInfo
+    ],
     Field(discriminator="kind"),
 ]
 ResponseAdapter: TypeAdapter = TypeAdapter(Response)

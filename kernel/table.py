@@ -75,7 +75,10 @@ class NumpyTable(TableBackend):
             rows = len(next(iter(self._columns.values()))) if mask is None else int(mask.sum())
             return np.array(rows, dtype=np.int64)
         selected = [self._columns[n] if mask is None else self._columns[n][mask] for n in names]
-        flat = selected[0].astype(np.intp)  # row-major cell index, accumulated in place (Horner)
+        # Row-major cell index, accumulated in place (Horner) in the narrowest type that holds every cell
+        # number (each partial index is below the product of the sizes so far): less memory to stream.
+        cells = math.prod(shape)
+        flat = selected[0].astype(np.min_scalar_type(cells - 1) if cells <= 1 << 32 else np.intp)
         for column, size in zip(selected[1:], shape[1:]):
             flat *= size
             flat += column

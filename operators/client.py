@@ -113,6 +113,33 @@ class Session:
         """Every request so far with its charge and outcome (requests, never data)."""
         return self.request(p.TranscriptLog()).entries
 
+    def gaussian_batch(self, handles: Sequence[Handle], matrices: Sequence[Matrix],
+                       rho: Sequence[float | Fraction | str] | None = None,
+                       sigma: Sequence[float] | None = None) -> list[NoisyAnswer]:
+        """``handles[i].gaussian(matrices[i], rho=rho[i])`` (or ``sigma=sigma[i]``) for every i in one
+        request: each is charged exactly as that request alone, in order, and all are made or none. A
+        matrix object repeated in ``matrices`` travels (and is checked by the kernel) once."""
+        handles, matrices = list(handles), list(matrices)
+        if (rho is None) == (sigma is None):
+            raise ValueError("give exactly one of rho or sigma (one value per measurement)")
+        params = list(rho if rho is not None else sigma)
+        if not (len(handles) == len(matrices) == len(params)):
+            raise ValueError(f"{len(handles)} handles, {len(matrices)} matrices and {len(params)} rho/sigma values: "
+                             "give one of each per measurement")
+        if any(h.session is not self for h in handles):
+            raise ValueError("every handle must belong to this session")
+        specs: list = []
+        index: dict[int, int] = {}
+        items = []
+        for handle, matrix, value in zip(handles, matrices, params):
+            if id(matrix) not in index:
+                index[id(matrix)] = len(specs)
+                specs.append(matrix.to_spec())
+            key = "rho" if rho is not None else "sigma"
+            items.append(p.GaussianItem(source=handle.id, matrix=index[id(matrix)], **{key: value}))
+        reply = self.request(p.GaussianBatch(matrices=specs, items=items))
+        return [_answer(answer) for answer in reply.answers]
+
 
 class Handle:
     """A name for a source in the kernel, with its public facts.
@@ -158,6 +185,11 @@ class Handle:
     def vectorize(self, attributes: Sequence[str] | None = None) -> Handle:
         """The histogram of this table, or its marginal on ``attributes`` (one request, no table left behind)."""
         return self._derived(p.Vectorize(source=self.id, attributes=None if attributes is None else list(attributes)))
+
+    def vectorize_many(self, attributes: Sequence[Sequence[str]]) -> list[Handle]:
+        """The marginals of this table on each attribute list, in one request (as many ``vectorize`` calls)."""
+        reply = self._session.request(p.VectorizeMany(source=self.id, attributes=[list(a) for a in attributes]))
+        return [Handle(self._session, info) for info in reply.sources]
 
     def transform(self, matrix: Matrix) -> Handle:
         return self._derived(p.Transform(source=self.id, matrix=matrix.to_spec()), matrix)

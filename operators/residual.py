@@ -34,8 +34,9 @@ from kernel.domain import Domain
 
 Subset = tuple[int, ...]
 
-# Temporaries (in float64 entries) allowed per batch when reconstructing many marginals.
-_BATCH_ENTRIES = 1 << 23
+# Temporaries (in float64 entries) allowed per batch when reconstructing many marginals: 2 MB, so the
+# per-axis passes stay in cache (all 3-way marginals of 100 attributes of size 10: 3.9 s at 2^23, 2.9 s here).
+_BATCH_ENTRIES = 1 << 18
 
 
 # ---------------------------------------------------------------------------------------

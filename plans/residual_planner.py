@@ -10,12 +10,19 @@ path. The residual of ``A`` is measured as the *whitened* basis ``B_A = (H H^T)^
 Counting is shared: the kernel only vectorizes *host* marginals, small unions of workload marginals
 (at most ``max_host_cells`` cells, never every attribute), and each residual ``A`` is measured on a host
 ``H ⊇ A`` as ``B_A ⊗ 1^T`` (summing out ``H \\ A`` inside the Kronecker product). All residuals of one
-host go in one request, ``VStack_A c_A (B_A ⊗ 1^T)`` with ``c_A = s_A^(-1/2)``: its squared L2
+host go in one measurement, ``VStack_A c_A (B_A ⊗ 1^T)`` with ``c_A = s_A^(-1/2)``: its squared L2
 sensitivity is ``sum_A p_A / s_A`` (the host's share of the plan's pcost), so asking for
 ``rho_H = pcost_H / 2`` gives noise ~1 per row, i.e. variance ``s_A`` on residual ``A``. The ``rho_H``
 are exact fractions proportional to ``pcost_H`` summing to the budget, so the kernel charges exactly
 the budget. The kernel rounds the noise up slightly (release grid); the variances reported here use
 the scale it actually applied (``answer.scale``), not the plan's.
+
+Requests are batched: ``vectorize_many`` counts thousands of hosts per request, and ``gaussian_batch``
+sends about a million answers' worth of host measurements per request, each charged exactly as its own
+``gaussian`` request (docs/privacy/gaussian.md). A host matrix depends only on the host's
+:func:`host_pattern` (sizes, residual positions, weights), so hosts sharing one (most of them, for a
+symmetric workload) share one matrix, sent and checked once per batch and applied by the kernel to
+several host vectors at a time.
 """
 
 from __future__ import annotations
@@ -68,11 +75,14 @@ def unwhiten(sizes: Sequence[int], y: np.ndarray) -> np.ndarray:
     return out.reshape(y.shape)
 
 
-def _unwhiten_rows(sizes: Sequence[int], rows: np.ndarray) -> np.ndarray:
-    """:func:`unwhiten` applied to each row of ``(K, prod (n_i - 1))`` in place (batched)."""
-    tensor = rows.reshape((rows.shape[0],) + tuple(n - 1 for n in sizes))
-    for axis, n in enumerate(sizes, start=1):
-        tensor += _ones_plus_coefficient(n - 1, 0.5) * tensor.sum(axis=axis, keepdims=True)
+def _unwhiten_rows(sizes: Sequence[int], rows: np.ndarray, chunk_entries: int = 1 << 16) -> np.ndarray:
+    """:func:`unwhiten` applied to each row of ``(K, prod (n_i - 1))`` in place (batched, a cache-sized
+    block of rows at a time: one pass over memory instead of two per attribute)."""
+    step = max(1, chunk_entries // max(rows.shape[1], 1))
+    for start in range(0, rows.shape[0], step):
+        tensor = rows[start : start + step].reshape((-1,) + tuple(n - 1 for n in sizes))
+        for axis, n in enumerate(sizes, start=1):
+            tensor += _ones_plus_coefficient(n - 1, 0.5) * tensor.sum(axis=axis, keepdims=True)
     return rows
 
 
@@ -124,15 +134,11 @@ def plan_hosts(sizes: Sequence[int], family: SubsetFamily, max_cells: int = DEFA
         host = list(start) if start else [int(np.argmin(n))]  # the total alone: any one attribute
         cells = math.prod(int(n[i]) for i in host)
         while len(host) + 1 < d:
-            gain = np.zeros(d)
-            for r in lengths:
-                for t in combinations(host, r - 1):
-                    link = links.get(t)
-                    if link:
-                        gain[list(link)] += 1
+            completes = [j for r in lengths for t in combinations(host, r - 1) for j in links.get(t, ())]
+            gain = np.bincount(completes, minlength=d)  # attribute -> uncovered maximal sets it completes
             gain[host] = 0
             gain[cells * n > max_cells] = 0
-            best = int(np.argmax(gain))
+            best = int(np.argmax(gain))  # the most completed, then the lowest position
             if gain[best] <= 0:
                 break
             host = sorted(host + [best])
@@ -218,15 +224,35 @@ class ResidualPlannerEstimate(ResidualReconstruction):
 # ---------------------------------------------------------------------------------------
 # The plan, in steps (the benchmark times them separately)
 # ---------------------------------------------------------------------------------------
+COUNT_BATCH = 4096
+"""Host marginals per ``vectorize_many`` request."""
+
+MEASURE_ROWS = 1 << 20
+"""About this many answers per ``gaussian_batch`` request (8 MB of floats, 11 MB of JSON)."""
+
+
 def count_hosts(source: Handle, hosts: Sequence[Host]) -> list[Handle]:
-    """Vectorize each host's projection in the kernel (the only pass over the table)."""
+    """Vectorize each host's projection in the kernel (the only pass over the table), a batch at a time."""
     names = source.domain.names
-    return [source.vectorize([names[i] for i in h.attributes]) for h in hosts]
+    vectors: list[Handle] = []
+    for start in range(0, len(hosts), COUNT_BATCH):
+        chunk = hosts[start : start + COUNT_BATCH]
+        vectors += source.vectorize_many([[names[i] for i in h.attributes] for h in chunk])
+    return vectors
+
+
+def host_pattern(sizes: Sequence[int], host: Host, weights: Mapping[Subset, float]) -> tuple:
+    """What :func:`host_matrix` depends on: the host's attribute sizes and, per residual, its positions
+    in the host and its weight. Hosts with equal patterns share one matrix (sent to the kernel once per batch)."""
+    where = {i: k for k, i in enumerate(host.attributes)}
+    return (tuple(sizes[i] for i in host.attributes),
+            tuple((tuple(where[i] for i in a), weights[a]) for a in host.residuals))
 
 
 def measure_hosts(vectors: Sequence[Handle], hosts: Sequence[Host], strategy: ResidualPlannerStrategy,
                   rho: Fraction) -> tuple[dict[Subset, np.ndarray], dict[Subset, float]]:
-    """One Gaussian request per host, ``rho`` split exactly in proportion to each host's pcost.
+    """One Gaussian measurement per host, ``rho`` split exactly in proportion to each host's pcost,
+    sent in ``gaussian_batch`` requests (each measurement charged exactly as its own request).
 
     Returns ``{A: omega_A}`` (un-whitened, the paper's ``H v + N(0, s_A H H^T)``) and the applied
     ``{A: s_A}``.
@@ -237,24 +263,48 @@ def measure_hosts(vectors: Sequence[Handle], hosts: Sequence[Host], strategy: Re
     shares = [Fraction(math.fsum(p[a] / planned[a] for a in h.residuals)) for h in hosts]
     total = sum(shares)
     weights = {a: 1.0 / math.sqrt(s) for a, s in planned.items()}
-    slots: dict[Subset, tuple[tuple[int, ...], int]] = {}  # A -> (shape, row): answers packed by shape
-    counts: dict[tuple[int, ...], int] = {}
-    for a in (a for h in hosts for a in h.residuals):
+    matrices: dict[tuple, Matrix] = {}  # one matrix object per host pattern
+    patterns = []
+    for host in hosts:
+        pattern = host_pattern(sizes, host, weights)
+        if pattern not in matrices:
+            matrices[pattern] = host_matrix(sizes, host, weights)
+        patterns.append(pattern)
+    ids = {pattern: k for k, pattern in enumerate(matrices)}
+    order = sorted(range(len(hosts)), key=lambda h: ids[patterns[h]])  # batches hold few distinct matrices
+    slots: dict[Subset, tuple[tuple[int, ...], int]] = {}  # A -> (shape, row): answers packed by shape,
+    counts: dict[tuple[int, ...], int] = {}  # in the order they arrive (rows are written in sequence)
+    for a in (a for h in order for a in hosts[h].residuals):
         shape = tuple(sizes[i] for i in a)
         slots[a] = (shape, counts.get(shape, 0))
         counts[shape] = counts.get(shape, 0) + 1
     packed = {shape: np.empty((k, math.prod(n - 1 for n in shape))) for shape, k in counts.items()}
     applied: dict[Subset, float] = {}
-    for vector, host, share in zip(vectors, hosts, shares):
-        answer = vector.gaussian(host_matrix(sizes, host, weights), rho=rho * share / total)
-        offset = 0
-        for a in host.residuals:
-            shape, row = slots[a]
-            target = packed[shape][row]
-            target[:] = answer.values[offset : offset + target.size]
-            target /= weights[a]
-            applied[a] = answer.scale**2 * planned[a]
-            offset += target.size
+    start = 0
+    while start < len(order):
+        batch, rows = [], 0
+        while start < len(order) and (not batch or rows + matrices[patterns[order[start]]].shape[0] <= MEASURE_ROWS):
+            batch.append(order[start])
+            rows += matrices[patterns[order[start]]].shape[0]
+            start += 1
+        answers = vectors[batch[0]].session.gaussian_batch(
+            [vectors[h] for h in batch], [matrices[patterns[h]] for h in batch],
+            rho=[rho * shares[h] / total for h in batch],
+        )
+        runs: dict[tuple, list[int]] = {}  # the batch's answers by host pattern (equal layouts)
+        for k, h in enumerate(batch):
+            runs.setdefault(patterns[h], []).append(k)
+        for (host_sizes, layout), members in runs.items():
+            answered = np.stack([answers[k].values for k in members])
+            offset = 0
+            for j, (positions, weight) in enumerate(layout):
+                shape = tuple(host_sizes[k] for k in positions)
+                width = math.prod(n - 1 for n in shape)
+                residuals = [hosts[batch[k]].residuals[j] for k in members]
+                packed[shape][[slots[a][1] for a in residuals]] = answered[:, offset : offset + width] / weight
+                for a, k in zip(residuals, members):
+                    applied[a] = answers[k].scale ** 2 * planned[a]
+                offset += width
     for shape, rows in packed.items():
         _unwhiten_rows(shape, rows)
     omegas = {a: packed[shape][row] for a, (shape, row) in slots.items()}

@@ -153,3 +153,67 @@ def test_shared_hosts_give_the_predicted_variance_and_fewer_scans():
 
     assert accepted(1.0)
     assert not accepted(0.7) and not accepted(1.3)
+
+
+# ------------------------------------------------------------------ batched requests
+from fractions import Fraction  # noqa: E402
+from functools import reduce  # noqa: E402
+
+import plans.residual_planner as planner  # noqa: E402
+
+
+def test_hosts_with_one_pattern_share_one_matrix():
+    """``host_pattern`` is all a host matrix depends on: equal patterns give equal matrices (so one matrix
+    object may be sent for all of them), and the patterns tell apart the hosts whose matrices differ."""
+    sizes = [2, 3, 2, 3, 2]
+    family = SubsetFamily.closure([(0, 1, 2), (1, 2, 3), (2, 3, 4), (0, 3), (1, 4), (0, 4)], 5)
+    hosts = plan_hosts(sizes, family, max_cells=24)
+    weights = {a: 1.0 + 0.1 * len(a) + 0.01 * sum(a) for a in family.sets}
+    dense = {h: planner.host_matrix(sizes, h, weights).dense() for h in hosts}
+    patterns = {h: planner.host_pattern(sizes, h, weights) for h in hosts}
+    for g in hosts:
+        for h in hosts:
+            same = dense[g].shape == dense[h].shape and np.array_equal(dense[g], dense[h])
+            assert (patterns[g] == patterns[h]) == same
+
+
+def test_batched_counting_and_measuring_put_every_residual_in_its_place(monkeypatch):
+    """Tiny batches (two marginals per vectorize_many, a few rows per gaussian_batch) and a huge budget: each
+    omega_A equals H_A x_A (the residual basis on the true A-marginal) up to the tiny noise, every host is
+    measured once, and the kernel charged exactly the budget."""
+    monkeypatch.setattr(planner, "COUNT_BATCH", 2)
+    monkeypatch.setattr(planner, "MEASURE_ROWS", 7)
+    sizes = {"a": 2, "b": 3, "c": 4, "d": 2}
+    rng = np.random.default_rng(5)
+    columns = {name: rng.integers(0, n, 300) for name, n in sizes.items()}
+    domain, rho = ek.Domain.from_dict(sizes), Fraction(10**12)
+    session = ek.protect(columns, domain, ek.ZCDP(rho), seed=3)
+    strategy = select(domain, [(0, 1, 2), (1, 2, 3), (0, 3), (2,)], budget=ek.ZCDP(rho))
+    family = SubsetFamily.closure(strategy.workload, len(sizes))
+    hosts = plan_hosts(domain.sizes, family, max_cells=24)
+    assert len({planner.host_pattern(domain.sizes, h, {a: 1.0 for a in family.sets}) for h in hosts}) > 1
+    omegas, applied = planner.measure_hosts(planner.count_hosts(session.source, hosts), hosts, strategy, rho)
+    assert session.budget.spent == ek.ZCDP(rho)
+    entries = session.transcript()
+    assert sum(len(e["attributes"]) for e in entries if e["op"] == "vectorize_many") == len(hosts)
+    batches = [e for e in entries if e["op"] == "gaussian_batch"]
+    assert len(batches) > 1 and sum(len(e["items"]) for e in batches) == len(hosts)
+    names, planned = list(sizes), strategy.noise_scales()
+    for a in family.sets:
+        marginal = np.zeros([domain.sizes[i] for i in a])
+        if a:
+            np.add.at(marginal, tuple(columns[names[i]] for i in a), 1)
+        else:
+            marginal += len(columns["a"])  # the total
+        basis = reduce(np.kron, [sub_matrix(domain.sizes[i]) for i in a], np.ones((1, 1)))
+        np.testing.assert_allclose(omegas[a], basis @ marginal.ravel(), atol=1e-3)
+        assert applied[a] == pytest.approx(planned[a], rel=1e-5)
+
+
+@pytest.mark.parametrize("chunk_entries", [1, 7, 1 << 16])
+def test_unwhitening_rows_in_blocks_is_unwhitening_each_row(chunk_entries):
+    rng = np.random.default_rng(6)
+    for sizes in ([3, 4, 2], [5], []):
+        rows = rng.random((11, int(np.prod([n - 1 for n in sizes]))))
+        expected = np.stack([unwhiten(sizes, r) for r in rows])
+        np.testing.assert_allclose(planner._unwhiten_rows(sizes, rows, chunk_entries), expected, rtol=1e-13, atol=1e-13)
