@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ektelo_ng.dpbench import data, plots, report
 from ektelo_ng.dpbench.grid import Grid, Setting
@@ -37,6 +38,7 @@ def _data_dir() -> str | None:
 
 
 def per_run(dims: int) -> None:
+    threadpool_limits(1)  # as in the replay's worker processes
     data_dir = _data_dir()
     dataset = ("HEPTH" if dims == 1 else "GOWALLA") if data_dir else ("SYN-STEPS" if dims == 1 else "SYN-CLUSTERS-2D")
     shape, workload = ((4096,), "Prefix") if dims == 1 else ((256, 256), "RandomRange")
