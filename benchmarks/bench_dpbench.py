@@ -1,7 +1,7 @@
 """DPBench replay benchmarks: seconds per run of every algorithm at DPBench sizes, and the whole 1-D grid.
 
     python benchmarks/bench_dpbench.py per_run_1d        # every 1-D plan, n = 4096, Prefix
-    python benchmarks/bench_dpbench.py per_run_2d        # every 2-D plan, 256 x 256, RandomRange(2000)
+    python benchmarks/bench_dpbench.py per_run_2d [SKIP]  # every 2-D plan but SKIP (comma-separated), 256 x 256
     python benchmarks/bench_dpbench.py grid_1d [OUT]     # 18 datasets x all 1-D plans x 1e3..1e7 x 5 trials
 
 One JSON object per case (per algorithm for the per-run cases). The per-run cases use the DPBench files
@@ -37,13 +37,13 @@ def _data_dir() -> str | None:
     return str(DATA) if (DATA / "NOTICE.md").exists() else None
 
 
-def per_run(dims: int) -> None:
+def per_run(dims: int, skip: tuple[str, ...] = ()) -> None:
     threadpool_limits(1)  # as in the replay's worker processes
     data_dir = _data_dir()
     dataset = ("HEPTH" if dims == 1 else "GOWALLA") if data_dir else ("SYN-STEPS" if dims == 1 else "SYN-CLUSTERS-2D")
     shape, workload = ((4096,), "Prefix") if dims == 1 else ((256, 256), "RandomRange")
     for algorithm, entry in info.items():
-        if dims not in entry.dimensions:
+        if dims not in entry.dimensions or algorithm in skip:
             continue
         rows = [run_setting(Setting(dataset, scale, shape, 0, workload, 0), [(algorithm, "0.1")], data_dir, False,
                             False, {})[0] for scale in SCALES]
@@ -86,8 +86,10 @@ def grid_1d(out: str | None) -> None:
 
 
 if __name__ == "__main__":
-    cases = {"per_run_1d": lambda: per_run(1), "per_run_2d": lambda: per_run(2),
-             "grid_1d": lambda: grid_1d(sys.argv[2] if len(sys.argv) > 2 else None)}
+    extra = sys.argv[2] if len(sys.argv) > 2 else None
+    cases = {"per_run_1d": lambda: per_run(1, tuple((extra or "").split(","))),
+             "per_run_2d": lambda: per_run(2, tuple((extra or "").split(","))),
+             "grid_1d": lambda: grid_1d(extra)}
     if len(sys.argv) < 2 or sys.argv[1] not in cases:
-        sys.exit(f"usage: bench_dpbench.py {{{'|'.join(cases)}}} [OUT]")
+        sys.exit(f"usage: bench_dpbench.py {{{'|'.join(cases)}}} [SKIP for per_run_*, OUT for grid_1d]")
     cases[sys.argv[1]]()
