@@ -25,7 +25,8 @@ from kernel.domain import Domain
 from kernel.matrix import Matrix, Product, Sparse
 from kernel.matrix.spec import ArrayData
 from kernel.predicate import Predicate
-from kernel.privacy import PureDP, ZCDP, zcdp_to_approx_dp
+from kernel.privacy import PureDP, ZCDP
+from operators.privacy import zcdp_to_approx_dp
 from kernel.server import tune_socket, parse_address, read_frame, write_frame
 
 Transport = Callable[[str], str]

@@ -21,7 +21,7 @@ Weight convention (one for every loss): the weight ``w_W`` of a workload margina
 
 Budgets are in *pcost* (``rho``-zCDP with ``rho = pcost / 2``; ``mu``-GDP with
 ``mu = sqrt(pcost)``): a float pcost, a ``kernel.privacy.ZCDP`` budget, or an
-``(epsilon, delta)`` pair (converted by ``kernel.privacy.gaussian_pcost_for_approx_dp``). A
+``(epsilon, delta)`` pair (converted by ``operators.privacy.gaussian_pcost_for_approx_dp``). A
 strategy is at pcost 1 unless asked otherwise, and every figure it reports (error,
 variances, scales) is for its own pcost.
 """
@@ -39,6 +39,7 @@ import scipy.optimize
 import scipy.sparse as sp
 
 from kernel.domain import Domain, DomainLike, as_domain
+from operators import privacy
 from operators.linalg import preconditioned_cg
 from operators.residual import (
     ResidualReconstruction,
@@ -472,8 +473,6 @@ class ResidualPlannerStrategy(Strategy):
 def as_pcost(budget: BudgetLike) -> float:
     """A budget as a pcost: a positive number is a pcost already; ``ZCDP(rho)`` is ``2 rho``;
     ``(epsilon, delta)`` is the largest pcost that is (epsilon, delta)-DP for Gaussian noise."""
-    from kernel import privacy  # the conversions live in the trusted kernel
-
     if isinstance(budget, privacy.ZCDP):
         return _positive(2 * float(budget.rho))
     if isinstance(budget, privacy.PureDP):

@@ -1,0 +1,202 @@
+"""Conversions between privacy notions: pure DP, zCDP, Gaussian DP (pcost) and (epsilon, delta)-DP.
+
+Public arithmetic on budgets, used by clients (budget views, ResidualPlanner's budget forms); the
+kernel itself accounts only in its exact units (``kernel.privacy``). Conversions that cannot be
+exact (they involve logs, square roots and the normal CDF) take and return floats, and every one
+of them is rounded in the conservative direction: a returned epsilon or sigma is never smaller
+than the root found, and a returned pcost is never larger.
+
+>>> pure_to_zcdp(PureDP(1))
+Fraction(1, 2)
+>>> round(analytic_gaussian_sigma(1.0, 1e-6), 5)
+4.22468
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from fractions import Fraction
+from typing import Any
+
+from scipy.optimize import brentq
+from scipy.special import log_ndtr
+
+from kernel.privacy import Amount, PureDP, ZCDP, _Budget, _to_fraction
+
+
+# ----------------------------------------------------------------------------- argument checks
+
+
+def _positive(name: str, value: Any) -> float:
+    """A finite, strictly positive float, or ValueError naming the value."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a positive finite number; got {type(value).__name__} {value!r}")
+    result = float(value)
+    if not math.isfinite(result) or result <= 0:
+        raise ValueError(f"{name} must be a positive finite number; got {value!r}")
+    return result
+
+
+def _probability(name: str, value: Any) -> float:
+    """A float strictly between 0 and 1, or ValueError naming the value."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number strictly between 0 and 1; got {type(value).__name__} {value!r}")
+    result = float(value)
+    if not 0.0 < result < 1.0:
+        raise ValueError(f"{name} must be strictly between 0 and 1; got {value!r}")
+    return result
+
+
+def _budget_amount(name: str, value: Any, kind: type[_Budget]) -> Fraction:
+    """The exact positive amount of a budget object of the right kind or of a plain number."""
+    if isinstance(value, _Budget):
+        if not isinstance(value, kind):
+            raise ValueError(f"{name} must be a {kind.__name__} or a number; got {value!r}")
+        amount = value.value
+    else:
+        amount = _to_fraction(name, value)
+    if amount == 0:
+        raise ValueError(f"{name} must be positive; got {value!r}")
+    return amount
+
+
+def _budget_float(name: str, value: Any, kind: type[_Budget]) -> float:
+    """The amount as a float for numerical conversions, which need it in [1e-100, 1e100]."""
+    amount = _budget_amount(name, value, kind)
+    if not Fraction(1, 10**100) <= amount <= 10**100:
+        raise ValueError(f"{name} must be between 1e-100 and 1e100 for this conversion; got {value!r}")
+    return float(amount)
+
+
+# ----------------------------------------------------------------------------- pure DP and zCDP
+
+
+def pure_to_zcdp(epsilon: PureDP | Amount) -> Fraction:
+    """rho = epsilon^2 / 2: an epsilon-DP mechanism is (epsilon^2/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
+    eps = _budget_amount("epsilon", epsilon, PureDP)
+    return eps * eps / 2
+
+
+def zcdp_to_approx_dp_classic(rho: ZCDP | Amount, delta: float) -> float:
+    """The classic bound eps = rho + 2 sqrt(rho log(1/delta)) (Bun & Steinke 2016, Prop. 1.3); looser."""
+    r = _budget_float("rho", rho, ZCDP)
+    d = _probability("delta", delta)
+    return r + 2.0 * math.sqrt(r * math.log(1.0 / d))
+
+
+def _log_zcdp_delta(rho: float, epsilon: float) -> float:
+    """log delta(eps) for rho-zCDP by Canonne, Kamath & Steinke 2020, Corollary 13.
+
+    delta = inf_{alpha>1} exp((alpha-1)(alpha rho - eps)) / (alpha-1) * (1 - 1/alpha)^alpha.
+    With x = alpha - 1 the log of the objective is
+        f(x) = x (alpha rho - eps) - log x + alpha (log x - log1p x),
+    which is convex in alpha (f'' = 1/(alpha(alpha-1)) > 0), with derivative
+        f'(x) = (2x + 1) rho - eps + log x - log1p x,
+    so the infimum is at the unique root of f', found by brentq on log x.
+    """
+
+    def slope(log_x: float) -> float:
+        x = math.exp(log_x)
+        return (2.0 * x + 1.0) * rho - epsilon + log_x - math.log1p(x)
+
+    lo, hi = 0.0, 0.0
+    while slope(lo) >= 0.0:  # slope -> -inf as x -> 0
+        lo -= 1.0
+    while slope(hi) <= 0.0:  # slope -> +inf as x -> inf
+        hi += 1.0
+    log_x = brentq(slope, lo, hi, xtol=1e-13, rtol=1e-15, maxiter=500)
+    x = math.exp(log_x)
+    alpha = 1.0 + x
+    return x * (alpha * rho - epsilon) - log_x + alpha * (log_x - math.log1p(x))
+
+
+def zcdp_delta(rho: ZCDP | Amount, epsilon: float) -> float:
+    """The smallest delta for which rho-zCDP implies (epsilon, delta)-DP, by the tight CKS 2020 bound."""
+    r = _budget_float("rho", rho, ZCDP)
+    eps = _positive("epsilon", epsilon)
+    return math.exp(_log_zcdp_delta(r, eps))
+
+
+def zcdp_to_approx_dp(rho: ZCDP | Amount, delta: float) -> float:
+    """The smallest epsilon with rho-zCDP => (epsilon, delta)-DP, by the tight CKS 2020 bound.
+
+    delta(eps) is decreasing, and at the classic epsilon it is already <= delta, so the root is
+    bracketed by [0, classic]. The result is nudged upwards until delta(result) <= delta holds in
+    floating point, so it is never optimistic.
+    """
+    r = _budget_float("rho", rho, ZCDP)
+    d = _probability("delta", delta)
+    target = math.log(d)
+    if _log_zcdp_delta(r, 0.0) <= target:
+        return 0.0
+    hi = zcdp_to_approx_dp_classic(r, d)
+    eps = brentq(lambda e: _log_zcdp_delta(r, e) - target, 0.0, hi, xtol=1e-14, rtol=1e-14, maxiter=500)
+    while _log_zcdp_delta(r, eps) > target:
+        eps = math.nextafter(eps, math.inf)
+    return eps
+
+
+# ----------------------------------------------------------------------------- Gaussian mechanism
+
+
+def gaussian_sigma_for_zcdp(rho: ZCDP | Amount, l2_sensitivity: float = 1.0) -> float:
+    """sigma = Delta_2 / sqrt(2 rho): the Gaussian mechanism with this sigma is rho-zCDP (Bun & Steinke 2016)."""
+    r = _budget_float("rho", rho, ZCDP)
+    return _positive("l2_sensitivity", l2_sensitivity) / math.sqrt(2.0 * r)
+
+
+def _log_gaussian_delta(mu: float, epsilon: float) -> float:
+    """log of Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu), computed in log space (no overflow)."""
+    log_a = float(log_ndtr(mu / 2.0 - epsilon / mu))
+    log_b = epsilon + float(log_ndtr(-mu / 2.0 - epsilon / mu))
+    if log_b >= log_a:  # the difference is below double precision of Phi(a): delta is ~0
+        return -math.inf
+    return log_a + math.log(-math.expm1(log_b - log_a))
+
+
+def gaussian_approx_dp_delta(mu: float, epsilon: float) -> float:
+    """The exact delta at epsilon of a mu-GDP Gaussian mechanism (mu = sensitivity / sigma).
+
+    delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)  (Balle & Wang 2018, Theorem 8).
+    """
+    return math.exp(_log_gaussian_delta(_positive("mu", mu), _positive("epsilon", epsilon)))
+
+
+def gaussian_pcost_for_approx_dp(epsilon: float, delta: float) -> float:
+    """The largest pcost p = mu^2 for which the Gaussian mechanism is (epsilon, delta)-DP.
+
+    pcost is the privacy cost used by ResidualPlanner and QuerySmasher: a mechanism with pcost p
+    is (p/2)-zCDP and sqrt(p)-GDP. delta(mu) increases with mu, so the root of
+    log delta(mu) = log delta is found by brentq on log mu, then nudged down until it holds.
+    """
+    eps = _positive("epsilon", epsilon)
+    target = math.log(_probability("delta", delta))
+
+    def excess(log_mu: float) -> float:
+        return _log_gaussian_delta(math.exp(log_mu), eps) - target
+
+    lo, hi = 0.0, 0.0
+    while excess(lo) > 0.0:
+        lo -= 1.0
+    while excess(hi) <= 0.0:
+        hi += 1.0
+    mu = math.exp(brentq(excess, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500))
+    while _log_gaussian_delta(mu, eps) > target:
+        mu = math.nextafter(mu, 0.0)
+    return mu * mu
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0) -> float:
+    """The smallest sigma for which the Gaussian mechanism is (epsilon, delta)-DP (Balle & Wang 2018).
+
+    It is the sigma at which Phi(D/(2s) - eps s/D) - e^eps Phi(-D/(2s) - eps s/D) = delta; the
+    returned value is nudged upwards until that delta holds in floating point.
+    """
+    sens = _positive("l2_sensitivity", l2_sensitivity)
+    eps = _positive("epsilon", epsilon)
+    target = math.log(_probability("delta", delta))
+    sigma = sens / math.sqrt(gaussian_pcost_for_approx_dp(eps, delta))
+    while _log_gaussian_delta(sens / sigma, eps) > target:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
