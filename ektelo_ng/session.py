@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import csv
+from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
+
 from operators.client import Session, socket_transport
-from kernel.domain import DomainLike, as_domain
+from kernel.domain import Domain, DomainLike, as_domain
 from kernel.privacy import PureDP, ZCDP
 from kernel.service import Kernel
 from kernel.table import TableBackend, load_table
@@ -34,7 +38,7 @@ def open_table(table, domain: DomainLike, backend: str = "numpy", **options) -> 
         return SparkTable(domain, table, **options)
     if backend != "numpy":
         raise ValueError(f"unknown table backend {backend!r}; choose one of {list(BACKENDS)}")
-    return load_table(table, domain)
+    return load_table(read_columns(table, domain), domain)
 
 
 def protect(
@@ -63,3 +67,36 @@ def protect(
 def connect(address: str, timeout: float | None = None) -> Session:
     """A session with a kernel served by another process (``ektelo-ng kernel serve``); this process holds no data."""
     return Session(socket_transport(address, timeout))
+
+
+def read_columns(table, domain: Domain) -> dict[str, np.ndarray]:
+    """A table as columns: a dict of columns, a structured or 2-D array, a pandas DataFrame or a CSV path."""
+    if isinstance(table, (str, Path)):
+        return _read_csv(Path(table))
+    if isinstance(table, Mapping):
+        return {str(k): np.asarray(v) for k, v in table.items()}
+    if isinstance(table, np.ndarray):
+        if table.dtype.names:
+            return {n: table[n] for n in table.dtype.names}
+        if table.ndim == 2 and table.shape[1] == len(domain):
+            return {n: table[:, i] for i, n in enumerate(domain.names)}
+        raise ValueError(f"a plain array must have one column per attribute ({len(domain)}), got shape {table.shape}")
+    if hasattr(table, "columns") and hasattr(table, "to_numpy"):  # a pandas DataFrame, without importing pandas
+        return {str(c): table[c].to_numpy() for c in table.columns}
+    raise TypeError(f"cannot read a table from {type(table).__name__}: give a dict of columns, an array, a DataFrame or a CSV path")
+
+
+def _read_csv(path: Path) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        raise FileNotFoundError(f"table file {path} does not exist")
+    with path.open(newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if not header:
+            raise ValueError(f"{path} has no header row of attribute names")
+        rows = [row for row in reader if row]
+    bad = [i + 2 for i, row in enumerate(rows) if len(row) != len(header)]
+    if bad:
+        raise ValueError(f"{path}: lines {bad[:5]} do not have {len(header)} fields")
+    values = list(zip(*rows)) if rows else [()] * len(header)
+    return {name.strip(): np.array(column, dtype=object) for name, column in zip(header, values)}

@@ -7,11 +7,9 @@ same interface. Loading validates every value against the domain and loads nothi
 
 from __future__ import annotations
 
-import csv
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -85,9 +83,13 @@ class NumpyTable(TableBackend):
         return np.bincount(flat, minlength=math.prod(shape)).reshape(shape)
 
 
-def load_table(table, domain: Domain) -> NumpyTable:
-    """Validate a table (dict of columns, structured or 2-D array, pandas DataFrame, or CSV path) into codes."""
-    columns = _columns(table, domain)
+def load_table(table: Mapping[str, Sequence], domain: Domain) -> NumpyTable:
+    """Validate columns (name -> values: codes, or labels of labelled attributes) into codes; nothing is
+    loaded on error. Reading files and data frames into columns is the front door's job
+    (``ektelo_ng.session.read_columns``)."""
+    if not isinstance(table, Mapping):
+        raise TypeError(f"the kernel loads a mapping of column name -> values, got {type(table).__name__}")
+    columns = {str(k): np.asarray(v) for k, v in table.items()}
     missing = [n for n in domain.names if n not in columns]
     extra = [n for n in columns if n not in domain.names]
     if missing or extra:
@@ -99,38 +101,6 @@ def load_table(table, domain: Domain) -> NumpyTable:
     if len(set(lengths.values())) > 1:
         raise ValueError(f"columns have different lengths: {lengths}")
     return NumpyTable(domain, {n: _codes(n, columns[n], domain) for n in domain.names})
-
-
-def _columns(table, domain: Domain) -> dict[str, np.ndarray]:
-    if isinstance(table, (str, Path)):
-        return _read_csv(Path(table))
-    if isinstance(table, Mapping):
-        return {str(k): np.asarray(v) for k, v in table.items()}
-    if isinstance(table, np.ndarray):
-        if table.dtype.names:
-            return {n: table[n] for n in table.dtype.names}
-        if table.ndim == 2 and table.shape[1] == len(domain):
-            return {n: table[:, i] for i, n in enumerate(domain.names)}
-        raise ValueError(f"a plain array must have one column per attribute ({len(domain)}), got shape {table.shape}")
-    if hasattr(table, "columns") and hasattr(table, "to_numpy"):  # a pandas DataFrame, without importing pandas
-        return {str(c): table[c].to_numpy() for c in table.columns}
-    raise TypeError(f"cannot read a table from {type(table).__name__}: give a dict of columns, an array, a DataFrame or a CSV path")
-
-
-def _read_csv(path: Path) -> dict[str, np.ndarray]:
-    if not path.is_file():
-        raise FileNotFoundError(f"table file {path} does not exist")
-    with path.open(newline="") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if not header:
-            raise ValueError(f"{path} has no header row of attribute names")
-        rows = [row for row in reader if row]
-    bad = [i + 2 for i, row in enumerate(rows) if len(row) != len(header)]
-    if bad:
-        raise ValueError(f"{path}: lines {bad[:5]} do not have {len(header)} fields")
-    values = list(zip(*rows)) if rows else [()] * len(header)
-    return {name.strip(): np.array(column, dtype=object) for name, column in zip(header, values)}
 
 
 def _codes(name: str, values: np.ndarray, domain: Domain) -> np.ndarray:

@@ -130,7 +130,7 @@ def test_duckdb_histograms_match_numpy_for_every_predicate_and_projection(files,
     assert_same_histograms(duck, reference)
     from kernel.backends.duckdb import DuckDBTable
 
-    assert_same_histograms(DuckDBTable(DOMAIN, str(folder / "t.csv")), load_table(folder / "t.csv", DOMAIN))
+    assert_same_histograms(DuckDBTable(DOMAIN, str(folder / "t.csv")), open_table(folder / "t.csv", DOMAIN))
     import duckdb
 
     con = duckdb.connect()
@@ -221,7 +221,7 @@ def test_duckdb_refuses_out_of_domain_rows_like_numpy(tmp_path, column, columns)
     message = f"column {column!r}"
     if (column, columns) != HUGE:
         with pytest.raises(ValueError, match=message):
-            load_table(csv, SMALL)
+            open_table(csv, SMALL)
     for path in (parquet, csv, str(parquet)):
         with pytest.raises(ValueError, match=message):
             DuckDBTable(SMALL, path)
@@ -316,7 +316,7 @@ def test_spark_histograms_and_plan_match_numpy(files, spark):
     assert_same_histograms(table, reference)
     assert_same_plan(table, reference)
     csv = SparkTable(DOMAIN, str(folder / "t.csv"), spark=spark)
-    assert_same_histograms(csv, load_table(folder / "t.csv", DOMAIN), PREDICATES[::2], PROJECTIONS[::2])
+    assert_same_histograms(csv, open_table(folder / "t.csv", DOMAIN), PREDICATES[::2], PROJECTIONS[::2])
     spark.read.parquet(str(folder / "t.parquet")).createOrReplaceTempView("private")
     for source in ("private", spark.table("private").filter("age >= 0")):
         assert_same_histograms(SparkTable(DOMAIN, source), reference, PREDICATES[:2], PROJECTIONS[:3])
