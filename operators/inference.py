@@ -35,6 +35,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator, lsmr
 
 from kernel.matrix import Dense, Kronecker, Matrix, Product, Total, VStack, Weighted
+from kernel.matrix.threads import single_threaded_blas
 from operators.linalg import explicit_sparse
 
 #: Largest Kronecker factor whose Gram the direct solver forms and pseudo-inverts densely.
@@ -144,7 +145,8 @@ def least_squares(
         return direct
     operator, rhs = _stacked(measurements, n)
     limit = max(100, 4 * n) if max_iterations is None else max_iterations
-    return lsmr(operator, rhs, atol=tolerance, btol=tolerance, maxiter=limit)[0]
+    with single_threaded_blas():  # LSMR's short vector steps: a second BLAS thread only waits
+        return lsmr(operator, rhs, atol=tolerance, btol=tolerance, maxiter=limit)[0]
 
 
 def _direct_kronecker(measurements: Sequence[Measurement]) -> np.ndarray | None:
@@ -192,14 +194,15 @@ def nnls(
         return 0.5 * float(residual @ residual), operator.rmatvec(residual)
 
     start = np.zeros(n) if x0 is None else np.clip(np.asarray(x0, dtype=np.float64).ravel(), 0.0, None)
-    result = scipy.optimize.minimize(
-        objective,
-        start,
-        jac=True,
-        method="L-BFGS-B",
-        bounds=scipy.optimize.Bounds(0.0, np.inf),
-        options={"maxiter": max_iterations, "maxfun": 2 * max_iterations, "ftol": 1e-15, "gtol": 1e-10},
-    )
+    with single_threaded_blas():  # as in least_squares
+        result = scipy.optimize.minimize(
+            objective,
+            start,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=scipy.optimize.Bounds(0.0, np.inf),
+            options={"maxiter": max_iterations, "maxfun": 2 * max_iterations, "ftol": 1e-15, "gtol": 1e-10},
+        )
     return result.x
 
 
@@ -228,12 +231,13 @@ def multiplicative_weights(
     x = np.exp(log_x)
     x *= total / x.sum()
     products = [(m.answers, *_products(m.matrix)) for m in measurements]
-    for _ in range(iterations):
-        for answers, forward, backward in products:
-            log_x += backward(answers - forward(x)) / (2.0 * total)
-            log_x -= log_x.max()
-            np.exp(log_x, out=x)
-            x *= total / x.sum()
+    with single_threaded_blas():  # thousands of small products
+        for _ in range(iterations):
+            for answers, forward, backward in products:
+                log_x += backward(answers - forward(x)) / (2.0 * total)
+                log_x -= log_x.max()
+                np.exp(log_x, out=x)
+                x *= total / x.sum()
     return x
 
 

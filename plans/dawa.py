@@ -21,7 +21,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernel.matrix import Matrix, Product, Sparse
-from kernel.matrix.threads import single_threaded_blas
 from operators import measure
 from operators.client import Handle
 from operators.inference import Measurement, least_squares
@@ -58,8 +57,7 @@ def dawa(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[i
         vector, workload = vector.transform(order), Product([workload, order.T])
     elif len(dims) != 1:
         raise ValueError(f"DAWA supports 1-D and 2-D domains, got {len(dims)} dimensions")
-    with single_threaded_blas():  # sparse products and LSMR's short vector steps: a second thread only waits
-        return least_squares([dawa_measurement(vector, workload, epsilon_of(budget), rho)], size=vector.size)
+    return least_squares([dawa_measurement(vector, workload, epsilon_of(budget), rho)], size=vector.size)
 
 
 def dawa_striped(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
@@ -71,12 +69,10 @@ def dawa_striped(source: Handle, workload: Matrix, budget: BudgetLike, shape: Se
     stripes = stripe(dims, attribute)
     epsilon = epsilon_of(budget)
     parts = vector.split_by_partition(stripes.labels)
-    with single_threaded_blas():  # as in ``dawa``
-        measurements = [
-            dawa_measurement(part, columns, epsilon, rho)
-            for part, columns in zip(parts, _stripe_workloads(workload, stripes))
-        ]
-        return least_squares(measurements, size=vector.size)
+    measurements = [
+        dawa_measurement(part, columns, epsilon, rho) for part, columns in zip(parts, _stripe_workloads(workload, stripes))
+    ]
+    return least_squares(measurements, size=vector.size)
 
 
 def _stripe_workloads(workload: Matrix, stripes: Partition) -> Iterator[Matrix]:

@@ -28,7 +28,6 @@ from fractions import Fraction
 import numpy as np
 
 from kernel.matrix import Identity, Matrix
-from kernel.matrix.threads import single_threaded_blas
 from operators import measure
 from operators.client import Handle
 from operators.inference import least_squares
@@ -46,5 +45,4 @@ def dpcube(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence
     cell_epsilon, box_epsilon = split_budget(epsilon_of(budget), rho, "rho")
     cells = measure.laplace(vector, Identity(vector.size), cell_epsilon)
     boxes = kd_partition(cells.answers.reshape(dims), 1.0 / float(cell_epsilon), variance_factor)
-    with single_threaded_blas():  # LSMR's short vector steps: a second BLAS thread only waits
-        return least_squares([cells, measure.laplace(vector, boxes, box_epsilon)], size=vector.size)
+    return least_squares([cells, measure.laplace(vector, boxes, box_epsilon)], size=vector.size)
