@@ -18,6 +18,7 @@ from kernel.matrix import (
     AllRange,
     Dense,
     Identity,
+    Intervals,
     Kronecker,
     Marginals,
     Ones,
@@ -40,8 +41,11 @@ from operators.selection.hdmm import (
     opt_plus,
 )
 from operators.selection.hdmm import marginals as marg
+from operators.selection.hdmm.blocks import AttributeBlocks
 from operators.selection.hdmm.gram import Gram, product_terms
-from operators.selection.hdmm.opt0 import factor_error, gaussian_loss, pidentity_loss
+from operators.selection.hdmm.opt0 import factor_error, gaussian_loss, pidentity_loss, row_errors
+from operators.selection.hdmm.select import OPT_PLUS_MAX_PRODUCTS, default_optimizers
+from operators.workload import RandomRange
 
 SIGMA = 4.22468
 
@@ -51,6 +55,12 @@ def dense_error(W, A, noise="laplace"):
     Wd, Ad = W.dense(), A.dense()
     sens = np.abs(Ad).sum(0).max() if noise == "laplace" else np.sqrt((Ad**2).sum(0)).max()
     return (2.0 if noise == "laplace" else 1.0) * sens**2 * np.linalg.norm(Wd @ np.linalg.pinv(Ad)) ** 2
+
+
+def supported_dense_error(W, A, noise="laplace"):
+    """dense_error, or inf when some query of W is not a linear combination of A's rows."""
+    Wd, Ad = W.dense(), A.dense()
+    return dense_error(W, A, noise) if np.allclose(Wd @ np.linalg.pinv(Ad) @ Ad, Wd) else math.inf
 
 
 def numeric_gradient(f, x, h=1e-6):
@@ -100,6 +110,70 @@ def test_gram_products_diagonal_total_match_dense():
     assert Gram([(1.0, Total(4)), (2.0, Identity(4))]).identity_or_total
     assert Gram([(1.0, Identity(4) * 3.0)]).identity_only and not Gram([(1.0, Total(4))]).identity_only
     assert not Gram([(1.0, Prefix(4))]).identity_or_total
+
+
+def test_box_workload_unfolds_into_one_row_interval_products():
+    W = RandomRange((5, 4, 3), 7, seed=0)
+    terms = product_terms(W)
+    assert len(terms) == 7 and all(f.shape[0] == 1 for _, fs in terms for f in fs)
+    assert np.array_equal(np.vstack([reduce(np.kron, [f.dense() for f in fs]) for _, fs in terms]), W.dense())
+
+
+def test_row_weighted_gram_matches_dense():
+    rng = np.random.default_rng(3)
+    rows = Intervals(9, [0, 2, 4, 2], [8, 5, 4, 5])
+    c = rng.uniform(0, 2, 4)
+    gram = Gram([(c, rows), (0.5, Prefix(9))])
+    V = rows.dense().T @ np.diag(c) @ rows.dense() + 0.5 * Prefix(9).dense().T @ Prefix(9).dense()
+    X = rng.normal(size=(9, 3))
+    assert np.allclose(gram.matmat(X), V @ X)
+    assert np.allclose(gram.diag, np.diag(V)) and np.allclose(gram.dense(), V)
+    assert gram.total == pytest.approx(V.sum()) and gram.trace == pytest.approx(np.trace(V))
+    with pytest.raises(ValueError, match="one weight per row"):
+        Gram([(np.ones(3), rows)])
+    with pytest.raises(ValueError, match="0/1 block"):
+        Gram([(np.ones(4), Dense(rng.normal(size=(4, 9))))])
+    with pytest.raises(ValueError, match="non-negative"):
+        Gram([(-c, rows)])
+
+
+def test_row_errors_match_factor_error_of_each_row():
+    rows = Intervals(8, [0, 3, 2, 0, 7], [7, 3, 6, 0, 7])
+    theta = np.random.default_rng(6).uniform(0, 1, (2, 8))
+    singular = Dense(np.vstack([np.eye(8)[:4], np.ones((1, 8))]))  # answers cells 0..3 and the total
+    for A in (Identity(8), PIdentity(theta), Prefix(8), Total(8), singular):
+        for noise in ("laplace", "gaussian"):
+            each = [factor_error(A, Gram.of(Intervals(8, [lo], [hi])), noise) for lo, hi in zip(rows.lo, rows.hi)]
+            dense = [supported_dense_error(Intervals(8, [lo], [hi]), A, noise) / (2 if noise == "laplace" else 1)
+                     for lo, hi in zip(rows.lo, rows.hi)]
+            assert np.allclose(row_errors(A, rows, noise), each) and np.allclose(row_errors(A, rows, noise), dense)
+    assert np.isinf(row_errors(singular, rows, "laplace")).tolist() == [False, False, True, False, True]
+
+
+def test_attribute_blocks_group_rows_and_keep_other_blocks():
+    boxes = RandomRange((6, 5), 9, seed=1)
+    W = VStack([boxes, Kronecker([Prefix(6), Identity(5)]) * 2.0])
+    terms = product_terms(W)
+    blocks = AttributeBlocks(terms)
+    distinct = [len({(a, b) for a, b in zip(boxes.lo[:, i], boxes.hi[:, i])}) for i in range(2)]
+    assert [len(b) for b in blocks.blocks] == [1, 1] and [r.shape[0] for r in blocks.rows] == distinct
+    coefficients = np.random.default_rng(2).uniform(0, 1, len(terms))
+    theta = np.random.default_rng(3).uniform(0, 1, (2, 6))
+    for i, A in enumerate([PIdentity(theta), Identity(5)]):
+        factors = [fs[i] for _, fs in terms]
+        assert np.allclose(blocks.surrogate(i, coefficients).dense(),
+                           sum(c * f.dense().T @ f.dense() for c, f in zip(coefficients, factors)))
+        assert np.allclose(blocks.errors(i, A, "laplace"), [factor_error(A, Gram.of(f), "laplace") for f in factors])
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_opt_kron_on_boxes_matches_dense_and_beats_identity(noise):
+    W = RandomRange((24, 20), 60, seed=4)  # on much smaller domains the identity is hard to beat with Laplace
+    strategy = opt_kron(W, noise, seed=0)
+    assert strategy.expected_error() == pytest.approx(dense_error(W, strategy.matrix, noise), rel=1e-8)
+    assert strategy.expected_error() < identity_strategy(W, noise).expected_error()
+    assert "opt_kron" in default_optimizers(W) and "opt_plus" not in default_optimizers(RandomRange((4, 4), OPT_PLUS_MAX_PRODUCTS + 1, seed=0))
+    assert "opt_plus" in default_optimizers(RandomRange((4, 4), 3, seed=0))
 
 
 # ---- OPT_0 losses ---------------------------------------------------------------------------------

@@ -1,22 +1,23 @@
 """Workloads as weighted unions of Kronecker products, seen only through structured Grams.
 
 Every HDMM optimizer touches a workload W only through W^T W = sum_j w_j^2 kron_i V_i^(j)
-(J Thm 6, 10). ``product_terms`` splits W into its products; ``Gram`` is one attribute's
-(weighted) sum of block Grams V = sum_k c_k W_k^T W_k, exposing exactly what the losses
-need: products V @ X through each block's structured Gram (O(n) per column for prefix,
-range and width-w blocks), the diagonal (squared L2 column norms of W_k, closed form for
-interval blocks), the trace and the total 1^T V 1. Nothing here forms a dense n x n matrix
-except ``dense()``, which only the O(n^3) Gaussian initialization and tests call.
+(J Thm 6, 10). ``product_terms`` splits W into its products (a box workload is a union of
+one-row interval products); ``Gram`` is one attribute's (weighted) sum of block Grams
+V = sum_k W_k^T C_k W_k, C_k a scalar or a diagonal of row weights, exposing exactly what
+the losses need: products V @ X through each block's structured Gram (O(n) per column for
+prefix, range and width-w blocks), the diagonal (squared L2 column norms of W_k, closed form
+for interval blocks), the trace and the total 1^T V 1. Nothing here forms a dense n x n
+matrix except ``dense()``, which only the O(n^3) Gaussian initialization and tests call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cached_property
 
 import numpy as np
 
-from kernel.matrix import Identity, Kronecker, Matrix, Ones, VStack, Weighted
+from kernel.matrix import Identity, Intervals, Kronecker, Matrix, Ones, Ranges, VStack, Weighted
 
 #: One product of a union workload: (weight w_j, (W_1^(j), ..., W_d^(j))).
 Term = tuple[float, tuple[Matrix, ...]]
@@ -40,6 +41,11 @@ def _unfold(W: Matrix, weight: float) -> list[Term]:
         return [term for block in W.blocks for term in _unfold(block, weight)]
     if isinstance(W, Kronecker):
         return [(weight, tuple(_leaves(W)))]
+    if isinstance(W, Ranges) and len(W.domain_shape) > 1:
+        return [
+            (weight, tuple(Intervals(n, [a], [b]) for n, a, b in zip(W.domain_shape, lo, hi)))
+            for lo, hi in zip(W.lo.tolist(), W.hi.tolist())
+        ]
     return [(weight, (W,))]
 
 
@@ -59,17 +65,20 @@ def is_identity_or_total(block: Matrix) -> bool:
 
 
 class Gram:
-    """V = sum_k c_k W_k^T W_k for blocks W_k over one attribute of size n (c_k >= 0)."""
+    """V = sum_k W_k^T C_k W_k over one attribute of size n.
 
-    def __init__(self, parts: Sequence[tuple[float, Matrix]]):
-        parts = [(float(c), W) for c, W in parts if c != 0.0]
+    C_k is a non-negative scalar, or a vector of non-negative row weights (diag(c_k)) for a
+    0/1 block: one part then stands for many one-row blocks, as in a box workload's surrogate.
+    """
+
+    def __init__(self, parts: Sequence[tuple[float | np.ndarray, Matrix]]):
+        parts = [(_weights(c, W), W) for c, W in parts]
+        parts = [(c, W) for c, W in parts if np.any(c != 0.0)]
         if not parts:
             raise ValueError("a Gram needs at least one block with a nonzero coefficient")
         widths = {W.shape[1] for _, W in parts}
         if len(widths) != 1:
             raise ValueError(f"blocks of one Gram must share a domain, got widths {sorted(widths)}")
-        if any(c < 0 for c, _ in parts):
-            raise ValueError("Gram coefficients must be non-negative")
         self.parts = parts
         self.n = widths.pop()
 
@@ -79,17 +88,20 @@ class Gram:
         return cls([(1.0, W)])
 
     @cached_property
-    def _grams(self) -> list[Matrix]:
-        return [W.gram() for _, W in self.parts]
+    def _grams(self) -> list[Matrix | None]:
+        return [W.gram() if np.ndim(c) == 0 else None for c, W in self.parts]
 
     def matmat(self, X: np.ndarray) -> np.ndarray:
-        """V @ X for an (n, k) array, through each block's structured Gram."""
-        return sum(c * (G @ X) for (c, _), G in zip(self.parts, self._grams))
+        """V @ X for an (n, k) array, through each block's structured Gram (or W^T (c * W X))."""
+        return sum(
+            c * (G @ X) if G is not None else W.T @ (c[:, None] * (W @ X))
+            for (c, W), G in zip(self.parts, self._grams)
+        )
 
     @cached_property
     def diag(self) -> np.ndarray:
-        """diag(V) = sum_k c_k (squared L2 column norms of W_k)."""
-        return sum(c * W.column_norms("l2") ** 2 for c, W in self.parts)
+        """diag(V) = sum_k c_k (squared L2 column norms of W_k), or W_k^T c_k for row weights."""
+        return sum(c * W.column_norms("l2") ** 2 if np.ndim(c) == 0 else W.T @ c for c, W in self.parts)
 
     @cached_property
     def trace(self) -> float:
@@ -97,9 +109,9 @@ class Gram:
 
     @cached_property
     def total(self) -> float:
-        """1^T V 1 = sum_k c_k ||W_k 1||^2."""
+        """1^T V 1 = sum_k c_k ||W_k 1||^2 (row by row for row weights)."""
         ones = np.ones(self.n)
-        return float(sum(c * np.sum((W @ ones) ** 2) for c, W in self.parts))
+        return float(sum(np.sum(c * (W @ ones) ** 2) for c, W in self.parts))
 
     @property
     def identity_or_total(self) -> bool:
@@ -116,35 +128,18 @@ class Gram:
         return all(isinstance(_unweighted(W), Ones) for _, W in self.parts)
 
     def dense(self) -> np.ndarray:
-        return sum(c * G.dense() for (c, _), G in zip(self.parts, self._grams))
+        return self.matmat(np.eye(self.n))
 
 
-class AttributeBlocks:
-    """The distinct workload blocks of each attribute of a union of products.
-
-    Products repeat blocks (a marginal workload has only I and T per attribute), so factor
-    errors and surrogate Grams are computed once per distinct block, not once per product.
-    """
-
-    def __init__(self, terms: Sequence[Term]):
-        d = len(terms[0][1])
-        self.index = np.zeros((len(terms), d), dtype=np.int64)
-        self.blocks: list[list[Matrix]] = [[] for _ in range(d)]
-        for i in range(d):
-            seen: dict[str, int] = {}
-            for j, (_, factors) in enumerate(terms):
-                key = factors[i].to_spec().model_dump_json()
-                if key not in seen:
-                    seen[key] = len(self.blocks[i])
-                    self.blocks[i].append(factors[i])
-                self.index[j, i] = seen[key]
-        self.grams = [[Gram.of(block) for block in blocks] for blocks in self.blocks]
-
-    def errors(self, i: int, error_of: Callable[[Gram], float]) -> np.ndarray:
-        """error_of(Gram of W_i^(j)) for every product j."""
-        return np.array([error_of(g) for g in self.grams[i]])[self.index[:, i]]
-
-    def surrogate(self, i: int, coefficients: np.ndarray) -> Gram:
-        """sum_j coefficients_j (W_i^(j))^T W_i^(j), one part per distinct block."""
-        summed = np.bincount(self.index[:, i], weights=coefficients, minlength=len(self.blocks[i]))
-        return Gram(list(zip(summed, self.blocks[i])))
+def _weights(c: float | np.ndarray, W: Matrix) -> float | np.ndarray:
+    """A part's coefficient, checked: a non-negative scalar, or one weight per row of a 0/1 block."""
+    if np.ndim(c) == 0:
+        if float(c) < 0:
+            raise ValueError("Gram coefficients must be non-negative")
+        return float(c)
+    c = np.asarray(c, dtype=np.float64)
+    if c.shape != (W.shape[0],) or not getattr(W, "binary", False):
+        raise ValueError(f"row weights need a 0/1 block and one weight per row ({W.shape[0]}), got shape {c.shape}")
+    if c.min() < 0:
+        raise ValueError("Gram row weights must be non-negative")
+    return c

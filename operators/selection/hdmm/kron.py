@@ -19,8 +19,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from kernel.matrix import Identity, Kronecker, Matrix
-from operators.selection.hdmm.gram import AttributeBlocks, Gram, Term, product_terms
-from operators.selection.hdmm.opt0 import factor_error, optimize_factor
+from operators.selection.hdmm.blocks import AttributeBlocks
+from operators.selection.hdmm.gram import Gram, Term, product_terms
+from operators.selection.hdmm.opt0 import optimize_factor
 from operators.selection.hdmm.strategies import KroneckerStrategy, UnionStrategy, noise_constant
 from operators.selection.strategy import Noise
 
@@ -80,14 +81,14 @@ def kron_factors(
     weights2 = np.array([w * w for w, _ in terms])
     blocks = AttributeBlocks(terms)
     factors: list[Matrix] = [Identity(n) for n in sizes]
-    errors = np.column_stack([blocks.errors(i, lambda g: g.trace) for i in range(len(sizes))])  # k x d
+    errors = np.column_stack([blocks.errors(i, A, noise) for i, A in enumerate(factors)])  # k x d
     total = float(weights2 @ np.prod(errors, axis=1))
     for _ in range(1 if len(terms) == 1 else PASSES):
         previous = total
         for i in range(len(sizes)):
             coefficients = weights2 * np.prod(np.delete(errors, i, axis=1), axis=1)
             candidate = optimize_factor(blocks.surrogate(i, coefficients), noise, rng, p=p, start=factors[i])
-            candidate_errors = blocks.errors(i, lambda g: factor_error(candidate, g, noise))
+            candidate_errors = blocks.errors(i, candidate, noise)
             if coefficients @ candidate_errors < coefficients @ errors[:, i]:
                 factors[i], errors[:, i] = candidate, candidate_errors
         total = float(weights2 @ np.prod(errors, axis=1))

@@ -34,7 +34,7 @@ import scipy.linalg
 import scipy.linalg.blas
 from scipy.optimize import Bounds, minimize
 
-from kernel.matrix import Dense, Diagonal, HStack, Identity, Matrix, Ones, Product, Sum, Total, VStack
+from kernel.matrix import Dense, Diagonal, HStack, Identity, Intervals, Matrix, Ones, Product, Sum, Total, VStack
 from kernel.matrix.threads import single_threaded_blas
 from operators.selection.hdmm.gram import Gram
 from operators.selection.strategy import Noise
@@ -229,25 +229,57 @@ def factor_error(A: Matrix, gram: Gram, noise: Noise) -> float:
     if isinstance(A, Identity):
         return gram.trace
     if isinstance(A, Ones) and A.shape[0] == 1:
-        return gram.total / gram.n**2 if gram.total_only else math.inf
+        return gram.total / gram.n**2 if _supported(gram.trace, gram.total / gram.n) else math.inf
     if isinstance(A, PIdentity) and noise == "laplace" and gram.n > DENSE_ERROR_LIMIT:
         return pidentity_loss(A.theta, gram)[0]
-    norm = "l1" if noise == "laplace" else "l2"
     with single_threaded_blas():
-        G = A.gram().dense()
-        try:
-            factor = scipy.linalg.cho_factor(G)
-        except np.linalg.LinAlgError:
-            return _singular_trace(G, gram) * A.sensitivity(norm) ** 2
-        inverse = scipy.linalg.cho_solve(factor, np.eye(gram.n))
-        return A.sensitivity(norm) ** 2 * float(np.trace(gram.matmat(inverse)))
+        root, basis = _inverse_root(A)
+        if basis is not None and not _supported(gram.trace, np.sum(basis * gram.matmat(basis))):
+            return math.inf
+        return _sensitivity2(A, noise) * float(np.sum(root * gram.matmat(root)))
 
 
-def _singular_trace(G: np.ndarray, gram: Gram) -> float:
+def row_errors(A: Matrix, rows: Intervals, noise: Noise) -> np.ndarray:
+    """factor_error for each row r of an interval matrix on its own: ||A||_K^2 r^T (A^T A)^+ r.
+
+    One product rows @ F with F F^T = (A^T A)^+ gives them all (inf for rows outside A's row space).
+    """
+    lengths = (rows.hi - rows.lo + 1).astype(np.float64)  # ||r||^2 of a 0/1 row
+    if isinstance(A, Identity):
+        return lengths
+    with single_threaded_blas():
+        root, basis = _inverse_root(A)
+        errors = _sensitivity2(A, noise) * np.sum((rows @ root) ** 2, axis=1)
+        if basis is not None:
+            captured = np.sum((rows @ basis) ** 2, axis=1)
+            errors[~_supported(lengths, captured)] = math.inf
+    return errors
+
+
+def _sensitivity2(A: Matrix, noise: Noise) -> float:
+    return A.sensitivity("l1" if noise == "laplace" else "l2") ** 2
+
+
+def _inverse_root(A: Matrix) -> tuple[np.ndarray, np.ndarray | None]:
+    """(F, None) with F F^T = (A^T A)^{-1} when A has full column rank; otherwise (F, B) with
+    F F^T = (A^T A)^+ and B an orthonormal basis of A's row space (for the support check).
+
+    Full rank means a Cholesky factor U (A^T A = U^T U, F = U^{-1}) whose every pivot keeps more
+    than n eps of its column's squared norm; a rounding-level pivot means a singular A^T A.
+    """
+    G = A.gram().dense()
+    tolerance = G.shape[0] * np.finfo(float).eps
+    upper, info = scipy.linalg.lapack.dpotrf(G, lower=0, clean=1)
+    if info == 0 and np.all(np.diag(upper) ** 2 > tolerance * np.diag(G)):
+        inverse, info = scipy.linalg.lapack.dtrtri(upper, lower=0)
+        if info == 0:
+            return inverse, None
     eigenvalues, vectors = np.linalg.eigh(G)
-    keep = eigenvalues > eigenvalues.max(initial=0.0) * G.shape[0] * np.finfo(float).eps
+    keep = eigenvalues > eigenvalues.max(initial=0.0) * tolerance
     basis = vectors[:, keep]
-    projected = basis.T @ gram.matmat(basis)
-    if gram.trace - np.trace(projected) > 1e-9 * max(gram.trace, 1.0):
-        return math.inf
-    return float(np.sum(np.diag(projected) / eigenvalues[keep]))
+    return basis / np.sqrt(eigenvalues[keep]), basis
+
+
+def _supported(total, captured):
+    """A query (or Gram) lies in A's row space when its projection keeps all its squared norm."""
+    return total - captured <= 1e-9 * np.maximum(total, 1.0)

@@ -24,6 +24,10 @@ from operators.selection.strategy import Noise
 
 #: OPT_HDMM also runs OPT_0 on the whole (flattened) domain up to this many cells.
 OPT0_MAX_CELLS = 1024
+#: OPT_HDMM runs OPT_+ (one OPT_kron per product) on unions of up to this many products. A box
+#: workload is a union of thousands of one-row products: one strategy per box would be
+#: thousands of OPT_kron runs for a strategy no better than answering each box directly.
+OPT_PLUS_MAX_PRODUCTS = 64
 
 
 def opt_marginals(
@@ -62,12 +66,12 @@ OPTIMIZERS: dict[str, Callable[..., HDMMStrategy]] = {
 
 
 def default_optimizers(W: Matrix) -> tuple[str, ...]:
-    """OPT_0 for one attribute; OPT_kron, OPT_+ (unions only), OPT_M and OPT_0 on small domains otherwise."""
+    """OPT_0 for one attribute; OPT_kron, OPT_+ (small unions), OPT_M and OPT_0 on small domains otherwise."""
     terms = product_terms(W)
     d = len(terms[0][1])
     if d == 1:
         return ("opt_0",)
-    names = ["opt_kron"] + (["opt_plus"] if len(terms) > 1 else [])
+    names = ["opt_kron"] + (["opt_plus"] if 1 < len(terms) <= OPT_PLUS_MAX_PRODUCTS else [])
     names += ["opt_marginals"] if d <= MAX_LATTICE_ATTRIBUTES else []
     return tuple(names + (["opt_0"] if W.shape[1] <= OPT0_MAX_CELLS else []))
 

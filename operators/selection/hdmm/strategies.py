@@ -18,8 +18,8 @@ from scipy.sparse.linalg import LinearOperator, lsmr
 
 from kernel.matrix import Kronecker, Marginals, Matrix, VStack
 from operators.selection.hdmm import marginals as marg
-from operators.selection.hdmm.gram import AttributeBlocks, Term, is_identity_or_total, product_terms
-from operators.selection.hdmm.opt0 import factor_error
+from operators.selection.hdmm.blocks import AttributeBlocks
+from operators.selection.hdmm.gram import Term, is_identity_or_total, product_terms
 from operators.selection.strategy import Noise, Strategy
 
 #: Lattices up to this many attributes get the closed-form marginal SVD bound.
@@ -97,7 +97,7 @@ class KroneckerStrategy(HDMMStrategy):
         if [f.shape[1] for f in self.factors] != [f.shape[1] for f in terms[0][1]]:
             raise ValueError("strategy factors must match the workload's attribute sizes")
         blocks = AttributeBlocks(terms)
-        errors = [blocks.errors(i, lambda g, A=A: factor_error(A, g, noise)) for i, A in enumerate(self.factors)]
+        errors = [blocks.errors(i, A, noise) for i, A in enumerate(self.factors)]
         weights2 = np.array([w * w for w, _ in terms])
         error = noise_constant(noise) * float(weights2 @ np.prod(np.column_stack(errors), axis=1))
         matrix = self.factors[0] if len(self.factors) == 1 else Kronecker(self.factors)
