@@ -22,6 +22,7 @@ import numpy as np
 import scipy.linalg
 
 from kernel.matrix import Identity, Kronecker, Matrix, VStack, Weighted
+from operators.algebra import gram
 from operators.selection.strategy import Noise
 
 #: Largest dense Gram side the generic path will build (n x n doubles).
@@ -61,7 +62,7 @@ def reconstruction_error(W: Matrix, A: Matrix) -> float:
         return reconstruction_error(W, A.base) / A.weight**2 if A.weight else math.inf
     if isinstance(A, Kronecker) and isinstance(W, Kronecker) and _aligned(W, A):
         return math.prod(reconstruction_error(w, a) for w, a in zip(W.factors, A.factors))
-    return _dense_trace(W.gram(), A.gram())
+    return _dense_trace(gram(W), gram(A))
 
 
 def svd_bound(W: Matrix, noise: Noise = "laplace") -> float:
@@ -79,7 +80,7 @@ def _svdb(W: Matrix) -> float:
         return math.prod(_svdb(f) for f in W.factors)
     if isinstance(W, Weighted):
         return W.weight**2 * _svdb(W.base)
-    eigenvalues = np.linalg.eigvalsh(_dense_gram(W.gram()))
+    eigenvalues = np.linalg.eigvalsh(_dense_gram(gram(W)))
     return float(np.sqrt(np.clip(eigenvalues, 0.0, None)).sum() ** 2 / W.shape[1])
 
 

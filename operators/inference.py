@@ -36,6 +36,7 @@ from scipy.sparse.linalg import LinearOperator, aslinearoperator, lsmr
 
 from kernel.matrix import Dense, Kronecker, Matrix, Product, Total, VStack, Weighted
 from kernel.matrix.threads import single_threaded_blas
+from operators.algebra import gram
 from operators.linalg import explicit_sparse
 
 #: Largest Kronecker factor whose Gram the direct solver forms and pseudo-inverts densely.
@@ -165,7 +166,7 @@ def _direct_kronecker(measurements: Sequence[Measurement]) -> np.ndarray | None:
 def _gram_pinv(A: Matrix) -> np.ndarray:
     """(A^T A)^+ densely: Cholesky when A has full column rank, else eigen-decomposition."""
     n = A.shape[1]
-    G = A.gram() @ np.eye(n)
+    G = gram(A) @ np.eye(n)
     G = (G + G.T) / 2
     try:
         factor = scipy.linalg.cho_factor(G)

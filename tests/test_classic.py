@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from kernel.matrix import AllRange, Dense, Diagonal, Haar, Hierarchical, Intervals, Prefix, Product, Ranges, WidthRange
+from operators.algebra import gram
 from operators.error import rmse
 from operators.selection import classic
 from operators.partition import Partition
@@ -144,7 +145,7 @@ def _row_set(A: np.ndarray) -> np.ndarray:
 def _assert_greedy_h_follows_its_documented_rule(W, monkeypatch):
     """On W and on W as a dense matrix, and with W's Gram read from W made sparse (products) or from
     its structured products (explicit materialization switched off)."""
-    expected = _row_set(_naive_greedy(W.gram().dense(), grid=10))
+    expected = _row_set(_naive_greedy(gram(W).dense(), grid=10))
     for workload in (W, Dense(W.dense())):
         assert np.allclose(_row_set(classic.greedy_h(workload, grid=10).dense()), expected, atol=1e-12)
     with monkeypatch.context() as patch:

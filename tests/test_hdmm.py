@@ -206,7 +206,7 @@ def test_pidentity_gradient_matches_finite_differences(W, density):
 
 
 def test_laplace_opt0_never_materializes_a_gram(monkeypatch):
-    from kernel.matrix import IntervalGram
+    from operators.algebra import IntervalGram
 
     def refuse(self):
         raise AssertionError("dense Gram formed")

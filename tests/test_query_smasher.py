@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from kernel.domain import Domain
 from kernel.matrix import AllRange, Dense, Identity, Kronecker, Prefix, Total, VStack
+from operators import algebra
 from operators.residual import cell_covariance, dense_marginal
 from operators.selection.query_smasher import (
     abs_queries,
@@ -185,7 +186,7 @@ def centered(n: int) -> np.ndarray:
 
 
 def prefix_gram(n: int) -> np.ndarray:
-    return Prefix(n).gram().dense()
+    return algebra.gram(Prefix(n)).dense()
 
 
 def check_solution(solution, gram, rel=1e-7):
@@ -256,7 +257,7 @@ def test_exact_solver_closed_forms_and_kronecker_factorization():
         solution = solve_exact(centered(n), (n,))
         assert solution.loss == pytest.approx((n - 1) ** 2 / n, rel=1e-9)  # marginals: residual basis optimal
     g1 = centered(3) @ prefix_gram(3) @ centered(3)
-    g2 = centered(4) @ AllRange(4).gram().dense() @ centered(4)
+    g2 = centered(4) @ algebra.gram(AllRange(4)).dense() @ centered(4)
     both = solve_exact(np.kron(g1, g2), (3, 4))
     check_solution(both, np.kron(g1, g2))
     product = solve_exact(g1, (3,)).loss * solve_exact(g2, (4,)).loss

@@ -1,4 +1,4 @@
-"""Implicit matrices: structured linear maps with products, Grams, norms, pseudo-inverses and specs.
+"""Implicit matrices: structured linear maps with products, norms, pseudo-inverses and specs.
 
 The kernel computes sensitivities with these classes, so they are part of what is audited.
 """
@@ -11,7 +11,6 @@ from kernel.matrix.blocks import (
     Haar,
     Hierarchical,
     Identity,
-    IntervalGram,
     Intervals,
     Ones,
     Prefix,
@@ -25,7 +24,7 @@ from kernel.matrix.ranges import Ranges
 from kernel.matrix.spec import MatrixSpec, MatrixSpecAdapter, from_spec
 
 __all__ = [
-    "AllRange", "Dense", "Diagonal", "Fourier", "HStack", "Haar", "Hierarchical", "Identity", "IntervalGram", "Intervals",
+    "AllRange", "Dense", "Diagonal", "Fourier", "HStack", "Haar", "Hierarchical", "Identity", "Intervals",
     "Kronecker", "Marginals", "Matrix", "MatrixSpec", "MatrixSpecAdapter", "Norm", "Ones", "Prefix", "Product", "Ranges",
     "Sparse", "Suffix", "Sum", "Total", "Transpose", "VStack", "Weighted", "WidthRange", "from_spec",
 ]

@@ -3,8 +3,8 @@
 A ``Matrix`` is a linear map known by its structure rather than its entries, in the
 shape of scipy's LinearOperator: ``shape``, products on both sides, a transpose that is
 itself a Matrix. It adds what a differential-privacy kernel and a strategy optimizer need:
-Gram matrices, column norms (sensitivities), pseudo-inverses and a serializable spec.
-Materializing is always an explicit call (``dense()``).
+column norms (sensitivities), pseudo-inverses and a serializable spec. Materializing is
+always an explicit call (``dense()``). Grams live client-side, in ``operators.algebra``.
 
 ``__array_ufunc__ = None`` makes numpy refuse ufuncs on operator objects (``np.abs(A)``
 raises ``TypeError``) and makes ``x @ A`` call our ``__rmatmul__``.
@@ -91,10 +91,6 @@ class Matrix(ABC):
         if not isinstance(other, Matrix):
             return NotImplemented
         return Sum([self, other])
-
-    def gram(self) -> Matrix:
-        """A.T @ A, as structured as the class allows."""
-        return Product([self.T, self])
 
     def pinv(self) -> Matrix:
         """The Moore-Penrose pseudo-inverse; generic fallback materializes (small matrices only)."""
@@ -233,9 +229,6 @@ class Weighted(Matrix):
         return Weighted(self.base, self.weight * float(weight))
 
     __rmul__ = __mul__
-
-    def gram(self) -> Matrix:
-        return Weighted(self.base.gram(), self.weight**2)
 
     def pinv(self) -> Matrix:
         if self.weight == 0.0:

@@ -3,8 +3,7 @@
 Interval families (prefix, suffix, all ranges, width-w ranges, hierarchies, any list of
 intervals) share one implementation: a row sums the cells ``lo..hi`` (inclusive), so
 ``A @ x`` is a difference of prefix sums and ``A.T @ y`` a prefix sum of a difference
-array: O(n + m) per product. Their Grams have closed forms (``G_ij`` = number of rows
-covering both i and j) and fast products.
+array: O(n + m) per product (their Grams' closed forms are in ``operators.algebra``).
 
 >>> import numpy as np
 >>> AllRange(3).dense()
@@ -14,8 +13,8 @@ array([[1., 0., 0.],
        [0., 1., 0.],
        [0., 1., 1.],
        [0., 0., 1.]])
->>> AllRange(3).gram().dense()[0]
-array([3., 2., 1.])
+>>> AllRange(3).column_norms("l1")
+array([3., 4., 3.])
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from kernel.matrix.base import Matrix, Norm, Product, _check_norm
+from kernel.matrix.base import Matrix, Norm, _check_norm
 from kernel.matrix.dense import Sparse
 
 
@@ -51,9 +50,6 @@ class Identity(Matrix):
 
     @property
     def T(self) -> Matrix:
-        return self
-
-    def gram(self) -> Matrix:
         return self
 
     def pinv(self) -> Matrix:
@@ -92,9 +88,6 @@ class Ones(Matrix):
     @property
     def T(self) -> Matrix:
         return Ones(self.shape[1], self.shape[0])
-
-    def gram(self) -> Matrix:
-        return Ones(self.shape[1], self.shape[1]) * float(self.shape[0])
 
     def pinv(self) -> Matrix:
         m, n = self.shape
@@ -145,9 +138,6 @@ class Diagonal(Matrix):
     @property
     def T(self) -> Matrix:
         return self
-
-    def gram(self) -> Matrix:
-        return Diagonal(self.values**2)
 
     def pinv(self) -> Matrix:
         safe = np.where(self.values != 0, self.values, 1.0)
@@ -231,16 +221,6 @@ class Intervals(Matrix):
         np.add.at(diff, self.hi + 1, -1.0)
         return np.cumsum(diff)[: self.n]
 
-    def gram(self) -> Matrix:
-        return IntervalGram(self)
-
-    def _gram_matmat(self, X):
-        return self._rmatmat(self._matmat(X))
-
-    def _gram_dense(self) -> np.ndarray:
-        A = self.dense()
-        return A.T @ A
-
     def frobenius_squared(self) -> float:
         return float(self._coverage().sum())
 
@@ -248,39 +228,6 @@ class Intervals(Matrix):
         from kernel.matrix.spec import ArrayData, IntervalsSpec
 
         return IntervalsSpec(n=self.n, lo=ArrayData.of(self.lo), hi=ArrayData.of(self.hi))
-
-
-class IntervalGram(Matrix):
-    """A.T @ A of an interval matrix: symmetric, with the source's fast product and closed form."""
-
-    def __init__(self, source: Intervals):
-        self.source = source
-        self.shape = (source.n, source.n)
-
-    def _matmat(self, X):
-        return self.source._gram_matmat(X)
-
-    _rmatmat = _matmat
-
-    @property
-    def T(self) -> Matrix:
-        return self
-
-    def trace(self) -> float:
-        return self.source.frobenius_squared()
-
-    def dense(self) -> np.ndarray:
-        return self.source._gram_dense()
-
-    def to_spec(self):
-        from kernel.matrix.spec import GramSpec
-
-        return GramSpec(base=self.source.to_spec())
-
-
-def _index_grid(n: int) -> tuple[np.ndarray, np.ndarray]:
-    i = np.arange(n)
-    return np.minimum.outer(i, i), np.maximum.outer(i, i)
 
 
 class Prefix(Intervals):
@@ -302,9 +249,6 @@ class Prefix(Intervals):
 
     def _coverage(self):
         return np.arange(self.n, 0, -1, dtype=np.float64)
-
-    def _gram_dense(self):
-        return (self.n - _index_grid(self.n)[1]).astype(np.float64)
 
     def pinv(self) -> Matrix:
         difference = sp.diags([np.ones(self.n), -np.ones(self.n - 1)], [0, -1], format="csr")
@@ -335,9 +279,6 @@ class Suffix(Intervals):
 
     def _coverage(self):
         return np.arange(1, self.n + 1, dtype=np.float64)
-
-    def _gram_dense(self):
-        return (_index_grid(self.n)[0] + 1).astype(np.float64)
 
     def pinv(self) -> Matrix:
         difference = sp.diags([np.ones(self.n), -np.ones(self.n - 1)], [0, 1], format="csr")
@@ -373,22 +314,6 @@ class AllRange(Intervals):
         j = np.arange(self.n, dtype=np.float64)
         return (j + 1) * (self.n - j)
 
-    def _gram_matmat(self, X):
-        # G_ij = (min(i,j)+1)(n - max(i,j)): two forward running sums, O(n k), no reversed copies.
-        n = self.n
-        j = np.arange(n, dtype=np.float64)[:, None]
-        below = np.cumsum((j + 1) * X, axis=0)  # sum_{j <= i} (j+1) x_j
-        above = np.cumsum((n - j) * X, axis=0)
-        above -= above[-1]  # -(sum_{j > i} (n-j) x_j)
-        above *= -(j + 1)
-        below *= n - j
-        below += above
-        return below
-
-    def _gram_dense(self):
-        low, high = _index_grid(self.n)
-        return ((low + 1) * (self.n - high)).astype(np.float64)
-
     def to_spec(self):
         from kernel.matrix.spec import AllRangeSpec
 
@@ -405,11 +330,6 @@ class WidthRange(Intervals):
             raise ValueError(f"window width {self.width} exceeds the domain size {n}")
         lo = np.arange(n - self.width + 1)
         super().__init__(n, lo, lo + self.width - 1)
-
-    def _gram_dense(self):
-        low, high = _index_grid(self.n)
-        count = np.minimum(low, self.n - self.width) - np.maximum(0, high - self.width + 1) + 1
-        return np.maximum(count, 0).astype(np.float64)
 
     def to_spec(self):
         from kernel.matrix.spec import WidthRangeSpec
@@ -532,9 +452,6 @@ class Fourier(Matrix):
         if self.n % 2 == 0:
             spectrum[-1] = full[-1]
         return np.fft.irfft(spectrum, n=self.n, axis=0, norm="ortho")
-
-    def gram(self) -> Matrix:
-        return Identity(self.n) if self.k == self.n else Product([self.T, self])
 
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         """Exact, without materializing: entry (row of frequency f, column j) is a fixed trigonometric

@@ -9,8 +9,8 @@ a time to a reshaped view (never forming the product): cost sum_i N m_i instead 
 >>> K = Kronecker([Identity(2), Total(3)])
 >>> K @ np.arange(6.0)
 array([ 3., 12.])
->>> K.sensitivity("l1"), K.gram().shape
-(1.0, (6, 6))
+>>> K.sensitivity("l1"), K.T.shape
+(1.0, (6, 2))
 """
 
 from __future__ import annotations
@@ -81,9 +81,6 @@ class Kronecker(Matrix):
     def T(self) -> Matrix:
         return Kronecker([f.T for f in self.factors])
 
-    def gram(self) -> Matrix:
-        return Kronecker([f.gram() for f in self.factors])
-
     def pinv(self) -> Matrix:
         return Kronecker([f.pinv() for f in self.factors])
 
@@ -142,12 +139,6 @@ class VStack(Matrix):
     @property
     def T(self) -> Matrix:
         return HStack([b.T for b in self.blocks])
-
-    def gram(self) -> Matrix:
-        from kernel.matrix.base import Sum
-
-        grams = [b.gram() for b in self.blocks]
-        return grams[0] if len(grams) == 1 else Sum(grams)
 
     def abs(self) -> Matrix:
         return self if self.binary else VStack([b.abs() for b in self.blocks])

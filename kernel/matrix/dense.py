@@ -35,9 +35,6 @@ class Dense(Matrix):
     def T(self) -> Matrix:
         return Dense(self.array.T)
 
-    def gram(self) -> Matrix:
-        return Dense(self.array.T @ self.array)
-
     def pinv(self) -> Matrix:
         return Dense(np.linalg.pinv(self.array))
 
@@ -91,9 +88,6 @@ class Sparse(Matrix):
     @property
     def T(self) -> Matrix:
         return Sparse(self.matrix.T)
-
-    def gram(self) -> Matrix:
-        return Sparse(self.matrix.T @ self.matrix)
 
     def abs(self) -> Matrix:
         return Sparse(abs(self.matrix))

@@ -266,29 +266,16 @@ class TransposeSpec(_Spec):
         return Transpose(self.base.build())
 
 
-class GramSpec(_Spec):
-    """The Gram matrix A.T @ A of an interval matrix (kept structured)."""
-
-    kind: Literal["gram"] = "gram"
-    base: MatrixSpec
-
-    def build(self) -> Matrix:
-        base = self.base.build()
-        if not isinstance(base, Intervals):
-            raise ValueError("gram spec: only interval matrices have a structured Gram spec")
-        return base.gram()
-
-
 MatrixSpec = Annotated[
     Union[
         IdentitySpec, OnesSpec, DiagonalSpec, PrefixSpec, SuffixSpec, AllRangeSpec, WidthRangeSpec,
         IntervalsSpec, RangesSpec, HierarchicalSpec, HaarSpec, FourierSpec, DenseSpec, SparseSpec, MarginalsSpec, KroneckerSpec,
-        VStackSpec, HStackSpec, ProductSpec, SumSpec, WeightedSpec, TransposeSpec, GramSpec,
+        VStackSpec, HStackSpec, ProductSpec, SumSpec, WeightedSpec, TransposeSpec,
     ],
     Field(discriminator="kind"),
 ]
 
-for _model in (KroneckerSpec, VStackSpec, HStackSpec, ProductSpec, SumSpec, WeightedSpec, TransposeSpec, GramSpec):
+for _model in (KroneckerSpec, VStackSpec, HStackSpec, ProductSpec, SumSpec, WeightedSpec, TransposeSpec):
     _model.model_rebuild()
 
 MatrixSpecAdapter: TypeAdapter = TypeAdapter(MatrixSpec)

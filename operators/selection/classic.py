@@ -43,6 +43,7 @@ from kernel.matrix import (
     Total,
     VStack,
 )
+from operators import algebra
 from operators.linalg import explicit_sparse
 
 Shape = int | DomainLike
@@ -253,7 +254,7 @@ class _ImplicitGram:
     columns at a time: O(n) columns in all, never n x n."""
 
     def __init__(self, W: Matrix):
-        self.W, self.V = W, W.gram()
+        self.W, self.V = W, algebra.gram(W)
 
     def diagonal(self) -> np.ndarray:
         """diag(V): the squared column norms of W."""

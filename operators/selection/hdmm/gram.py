@@ -18,6 +18,7 @@ from functools import cached_property
 import numpy as np
 
 from kernel.matrix import Identity, Intervals, Kronecker, Matrix, Ones, Ranges, VStack, Weighted
+from operators.algebra import gram
 
 #: One product of a union workload: (weight w_j, (W_1^(j), ..., W_d^(j))).
 Term = tuple[float, tuple[Matrix, ...]]
@@ -89,7 +90,7 @@ class Gram:
 
     @cached_property
     def _grams(self) -> list[Matrix | None]:
-        return [W.gram() if np.ndim(c) == 0 else None for c, W in self.parts]
+        return [gram(W) if np.ndim(c) == 0 else None for c, W in self.parts]
 
     def matmat(self, X: np.ndarray) -> np.ndarray:
         """V @ X for an (n, k) array, through each block's structured Gram (or W^T (c * W X))."""

@@ -36,6 +36,7 @@ from scipy.optimize import Bounds, minimize
 
 from kernel.matrix import Dense, Diagonal, HStack, Identity, Intervals, Matrix, Ones, Product, Sum, Total, VStack
 from kernel.matrix.threads import single_threaded_blas
+from operators import algebra
 from operators.selection.hdmm.gram import Gram
 from operators.selection.strategy import Noise
 
@@ -267,7 +268,7 @@ def _inverse_root(A: Matrix) -> tuple[np.ndarray, np.ndarray | None]:
     Full rank means a Cholesky factor U (A^T A = U^T U, F = U^{-1}) whose every pivot keeps more
     than n eps of its column's squared norm; a rounding-level pivot means a singular A^T A.
     """
-    G = A.gram().dense()
+    G = algebra.gram(A).dense()
     tolerance = G.shape[0] * np.finfo(float).eps
     upper, info = scipy.linalg.lapack.dpotrf(G, lower=0, clean=1)
     if info == 0 and np.all(np.diag(upper) ** 2 > tolerance * np.diag(G)):

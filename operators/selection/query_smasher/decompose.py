@@ -34,6 +34,7 @@ import scipy.sparse as sp
 
 from kernel.domain import Domain
 from kernel.matrix import Kronecker, Matrix, Sparse, VStack, Weighted
+from operators import algebra
 
 Subset = tuple[int, ...]
 QueryMatrix = Union[Matrix, np.ndarray]
@@ -235,7 +236,7 @@ def _gram(matrix: QueryMatrix, cache: dict) -> np.ndarray:
     key = id(matrix)
     if key not in cache:
         if isinstance(matrix, Matrix):
-            cache[key] = (matrix, matrix.gram().dense())
+            cache[key] = (matrix, algebra.gram(matrix).dense())
         else:
             cache[key] = (matrix, matrix.T @ matrix)
     return cache[key][1]

@@ -1,0 +1,180 @@
+"""Client-side algebra over kernel matrices: Gram matrices A^T A, with their closed forms.
+
+The kernel only multiplies matrices with data and computes their sensitivities; strategy
+optimizers, error formulas and inference also need Grams. That is public post-processing, so it
+lives here, outside the audited kernel: a wrong shortcut here costs accuracy, never privacy. Each
+operation is a ``functools.singledispatch`` function with a generic fallback and one registration
+per class that has structure; client classes register their own the same way.
+
+Interval families (prefix, suffix, all ranges, width-w ranges, hierarchies, any list of intervals)
+have Grams with closed forms (``G_ij`` = number of rows covering both i and j) and fast products.
+
+>>> from kernel.matrix import AllRange
+>>> gram(AllRange(3)).dense()[0]
+array([3., 2., 1.])
+"""
+
+from __future__ import annotations
+
+from functools import singledispatch
+
+import numpy as np
+
+from kernel.matrix import (
+    AllRange,
+    Dense,
+    Diagonal,
+    Fourier,
+    Identity,
+    Intervals,
+    Kronecker,
+    Matrix,
+    Ones,
+    Prefix,
+    Product,
+    Sparse,
+    Suffix,
+    Sum,
+    VStack,
+    Weighted,
+    WidthRange,
+)
+
+# ---- Gram matrices ------------------------------------------------------------------------
+
+
+@singledispatch
+def gram(A: Matrix) -> Matrix:
+    """A.T @ A, as structured as the class allows."""
+    return Product([A.T, A])
+
+
+@gram.register
+def _(A: Weighted) -> Matrix:
+    return Weighted(gram(A.base), A.weight**2)
+
+
+@gram.register
+def _(A: Identity) -> Matrix:
+    return A
+
+
+@gram.register
+def _(A: Ones) -> Matrix:
+    return Ones(A.shape[1], A.shape[1]) * float(A.shape[0])
+
+
+@gram.register
+def _(A: Diagonal) -> Matrix:
+    return Diagonal(A.values**2)
+
+
+@gram.register
+def _(A: Intervals) -> Matrix:
+    return IntervalGram(A)
+
+
+@gram.register
+def _(A: Fourier) -> Matrix:
+    return Identity(A.n) if A.k == A.n else Product([A.T, A])
+
+
+@gram.register
+def _(A: Kronecker) -> Matrix:
+    return Kronecker([gram(f) for f in A.factors])
+
+
+@gram.register
+def _(A: VStack) -> Matrix:
+    grams = [gram(b) for b in A.blocks]
+    return grams[0] if len(grams) == 1 else Sum(grams)
+
+
+@gram.register
+def _(A: Dense) -> Matrix:
+    return Dense(A.array.T @ A.array)
+
+
+@gram.register
+def _(A: Sparse) -> Matrix:
+    return Sparse(A.matrix.T @ A.matrix)
+
+
+class IntervalGram(Matrix):
+    """A.T @ A of an interval matrix: symmetric, with the source's fast product and closed form."""
+
+    def __init__(self, source: Intervals):
+        self.source = source
+        self.shape = (source.n, source.n)
+
+    def _matmat(self, X):
+        return _interval_gram_matmat(self.source, X)
+
+    _rmatmat = _matmat
+
+    @property
+    def T(self) -> Matrix:
+        return self
+
+    def trace(self) -> float:
+        return self.source.frobenius_squared()
+
+    def dense(self) -> np.ndarray:
+        return _interval_gram_dense(self.source)
+
+    def to_spec(self):
+        """The kernel takes a Gram as the product it is."""
+        return Product([self.source.T, self.source]).to_spec()
+
+
+@singledispatch
+def _interval_gram_matmat(A: Intervals, X: np.ndarray) -> np.ndarray:
+    return A._rmatmat(A._matmat(X))
+
+
+@_interval_gram_matmat.register
+def _(A: AllRange, X: np.ndarray) -> np.ndarray:
+    # G_ij = (min(i,j)+1)(n - max(i,j)): two forward running sums, O(n k), no reversed copies.
+    n = A.n
+    j = np.arange(n, dtype=np.float64)[:, None]
+    below = np.cumsum((j + 1) * X, axis=0)  # sum_{j <= i} (j+1) x_j
+    above = np.cumsum((n - j) * X, axis=0)
+    above -= above[-1]  # -(sum_{j > i} (n-j) x_j)
+    above *= -(j + 1)
+    below *= n - j
+    below += above
+    return below
+
+
+@singledispatch
+def _interval_gram_dense(A: Intervals) -> np.ndarray:
+    D = A.dense()
+    return D.T @ D
+
+
+@_interval_gram_dense.register
+def _(A: Prefix) -> np.ndarray:
+    return (A.n - _index_grid(A.n)[1]).astype(np.float64)
+
+
+@_interval_gram_dense.register
+def _(A: Suffix) -> np.ndarray:
+    return (_index_grid(A.n)[0] + 1).astype(np.float64)
+
+
+@_interval_gram_dense.register
+def _(A: AllRange) -> np.ndarray:
+    low, high = _index_grid(A.n)
+    return ((low + 1) * (A.n - high)).astype(np.float64)
+
+
+@_interval_gram_dense.register
+def _(A: WidthRange) -> np.ndarray:
+    low, high = _index_grid(A.n)
+    count = np.minimum(low, A.n - A.width) - np.maximum(0, high - A.width + 1) + 1
+    return np.maximum(count, 0).astype(np.float64)
+
+
+def _index_grid(n: int) -> tuple[np.ndarray, np.ndarray]:
+    i = np.arange(n)
+    return np.minimum.outer(i, i), np.maximum.outer(i, i)
