@@ -1,7 +1,8 @@
-"""Client-side algebra over kernel matrices: Gram matrices A^T A, with their closed forms.
+"""Client-side algebra over kernel matrices: Gram matrices A^T A and pseudo-inverses A^+.
 
 The kernel only multiplies matrices with data and computes their sensitivities; strategy
-optimizers, error formulas and inference also need Grams. That is public post-processing, so it
+optimizers, error formulas and inference also need Grams and pseudo-inverses (least-squares
+reconstruction). That is public post-processing, so it
 lives here, outside the audited kernel: a wrong shortcut here costs accuracy, never privacy. Each
 operation is a ``functools.singledispatch`` function with a generic fallback and one registration
 per class that has structure; client classes register their own the same way.
@@ -19,12 +20,14 @@ from __future__ import annotations
 from functools import singledispatch
 
 import numpy as np
+import scipy.sparse as sp
 
 from kernel.matrix import (
     AllRange,
     Dense,
     Diagonal,
     Fourier,
+    Haar,
     Identity,
     Intervals,
     Kronecker,
@@ -35,10 +38,12 @@ from kernel.matrix import (
     Sparse,
     Suffix,
     Sum,
+    Transpose,
     VStack,
     Weighted,
     WidthRange,
 )
+from kernel.matrix.base import _BLOCK_ENTRIES
 
 # ---- Gram matrices ------------------------------------------------------------------------
 
@@ -178,3 +183,80 @@ def _(A: WidthRange) -> np.ndarray:
 def _index_grid(n: int) -> tuple[np.ndarray, np.ndarray]:
     i = np.arange(n)
     return np.minimum.outer(i, i), np.maximum.outer(i, i)
+
+
+# ---- pseudo-inverses ----------------------------------------------------------------------
+
+
+@singledispatch
+def pinv(A: Matrix) -> Matrix:
+    """The Moore-Penrose pseudo-inverse; generic fallback materializes (small matrices only)."""
+    m, n = A.shape
+    if m * n > _BLOCK_ENTRIES:
+        raise NotImplementedError(
+            f"{type(A).__name__} of shape {A.shape} has no structured pseudo-inverse and is too "
+            "large to invert densely; solve least squares iteratively (scipy LSMR) instead"
+        )
+    return Dense(np.linalg.pinv(A.dense()))
+
+
+@pinv.register
+def _(A: Transpose) -> Matrix:
+    return pinv(A.base).T
+
+
+@pinv.register
+def _(A: Weighted) -> Matrix:
+    if A.weight == 0.0:
+        return Ones(*A.shape[::-1]) * 0.0
+    return Weighted(pinv(A.base), 1.0 / A.weight)
+
+
+@pinv.register
+def _(A: Identity) -> Matrix:
+    return A
+
+
+@pinv.register
+def _(A: Ones) -> Matrix:
+    m, n = A.shape
+    return Ones(n, m) * (1.0 / (m * n))
+
+
+@pinv.register
+def _(A: Diagonal) -> Matrix:
+    safe = np.where(A.values != 0, A.values, 1.0)
+    return Diagonal(np.where(A.values != 0, 1.0 / safe, 0.0))
+
+
+@pinv.register
+def _(A: Prefix) -> Matrix:
+    difference = sp.diags([np.ones(A.n), -np.ones(A.n - 1)], [0, -1], format="csr")
+    return Sparse(difference)
+
+
+@pinv.register
+def _(A: Suffix) -> Matrix:
+    difference = sp.diags([np.ones(A.n), -np.ones(A.n - 1)], [0, 1], format="csr")
+    return Sparse(difference)
+
+
+@pinv.register
+def _(A: Haar) -> Matrix:
+    row_norms = np.asarray(A.matrix.multiply(A.matrix).sum(axis=1)).ravel()
+    return Sparse(A.matrix.T @ sp.diags(1.0 / row_norms))
+
+
+@pinv.register
+def _(A: Fourier) -> Matrix:
+    return A.T  # orthonormal rows
+
+
+@pinv.register
+def _(A: Dense) -> Matrix:
+    return Dense(np.linalg.pinv(A.array))
+
+
+@pinv.register
+def _(A: Kronecker) -> Matrix:
+    return Kronecker([pinv(f) for f in A.factors])

@@ -27,6 +27,7 @@ from kernel.matrix import (
     VStack,
     WidthRange,
 )
+from operators.algebra import pinv
 from operators.error import expected_error, svd_bound
 from operators.selection.hdmm import (
     KroneckerStrategy,
@@ -221,12 +222,12 @@ def test_pidentity_strategy_norms_and_pseudo_inverse():
     theta = np.random.default_rng(4).uniform(0, 2, (4, 12))
     A = PIdentity(theta)
     assert np.allclose(A.column_norms("l1"), 1.0)
-    assert np.allclose(A.pinv().dense(), np.linalg.pinv(A.dense()))
+    assert np.allclose(pinv(A).dense(), np.linalg.pinv(A.dense()))
     # Optimizers can push columns of Theta to ~1e6 (cells answered only through Theta).
     huge = theta * np.where(np.arange(12) % 3 == 0, 1e6, 1.0)
     B = PIdentity(huge)
     y = np.random.default_rng(5).normal(size=B.shape[0])
-    assert np.allclose(B.pinv() @ y, np.linalg.lstsq(B.dense(), y, rcond=None)[0], atol=1e-8)
+    assert np.allclose(pinv(B) @ y, np.linalg.lstsq(B.dense(), y, rcond=None)[0], atol=1e-8)
     with pytest.raises(ValueError):
         PIdentity(-theta)
 

@@ -1,4 +1,4 @@
-"""Implicit matrices: structured linear maps with products, norms, pseudo-inverses and specs.
+"""Implicit matrices: structured linear maps with products, norms and specs.
 
 The kernel computes sensitivities with these classes, so they are part of what is audited.
 """

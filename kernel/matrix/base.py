@@ -2,9 +2,9 @@
 
 A ``Matrix`` is a linear map known by its structure rather than its entries, in the
 shape of scipy's LinearOperator: ``shape``, products on both sides, a transpose that is
-itself a Matrix. It adds what a differential-privacy kernel and a strategy optimizer need:
-column norms (sensitivities), pseudo-inverses and a serializable spec. Materializing is
-always an explicit call (``dense()``). Grams live client-side, in ``operators.algebra``.
+itself a Matrix. It adds what a differential-privacy kernel needs: column norms
+(sensitivities) and a serializable spec. Materializing is always an explicit call
+(``dense()``). Grams and pseudo-inverses live client-side, in ``operators.algebra``.
 
 ``__array_ufunc__ = None`` makes numpy refuse ufuncs on operator objects (``np.abs(A)``
 raises ``TypeError``) and makes ``x @ A`` call our ``__rmatmul__``.
@@ -91,18 +91,6 @@ class Matrix(ABC):
         if not isinstance(other, Matrix):
             return NotImplemented
         return Sum([self, other])
-
-    def pinv(self) -> Matrix:
-        """The Moore-Penrose pseudo-inverse; generic fallback materializes (small matrices only)."""
-        m, n = self.shape
-        if m * n > _BLOCK_ENTRIES:
-            raise NotImplementedError(
-                f"{type(self).__name__} of shape {self.shape} has no structured pseudo-inverse and is too "
-                "large to invert densely; solve least squares iteratively (scipy LSMR) instead"
-            )
-        from kernel.matrix.dense import Dense
-
-        return Dense(np.linalg.pinv(self.dense()))
 
     def abs(self) -> Matrix:
         """Elementwise absolute value."""
@@ -194,9 +182,6 @@ class Transpose(Matrix):
     def square(self) -> Matrix:
         return self.base.square().T
 
-    def pinv(self) -> Matrix:
-        return self.base.pinv().T
-
     def to_spec(self):
         from kernel.matrix.spec import TransposeSpec
 
@@ -229,13 +214,6 @@ class Weighted(Matrix):
         return Weighted(self.base, self.weight * float(weight))
 
     __rmul__ = __mul__
-
-    def pinv(self) -> Matrix:
-        if self.weight == 0.0:
-            from kernel.matrix.blocks import Ones
-
-            return Ones(*self.shape[::-1]) * 0.0
-        return Weighted(self.base.pinv(), 1.0 / self.weight)
 
     def abs(self) -> Matrix:
         return Weighted(self.base.abs(), abs(self.weight))

@@ -52,9 +52,6 @@ class Identity(Matrix):
     def T(self) -> Matrix:
         return self
 
-    def pinv(self) -> Matrix:
-        return self
-
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         _check_norm(norm)
         return np.ones(self.n)
@@ -88,10 +85,6 @@ class Ones(Matrix):
     @property
     def T(self) -> Matrix:
         return Ones(self.shape[1], self.shape[0])
-
-    def pinv(self) -> Matrix:
-        m, n = self.shape
-        return Ones(n, m) * (1.0 / (m * n))
 
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         _check_norm(norm)
@@ -138,10 +131,6 @@ class Diagonal(Matrix):
     @property
     def T(self) -> Matrix:
         return self
-
-    def pinv(self) -> Matrix:
-        safe = np.where(self.values != 0, self.values, 1.0)
-        return Diagonal(np.where(self.values != 0, 1.0 / safe, 0.0))
 
     def abs(self) -> Matrix:
         return Diagonal(np.abs(self.values))
@@ -250,10 +239,6 @@ class Prefix(Intervals):
     def _coverage(self):
         return np.arange(self.n, 0, -1, dtype=np.float64)
 
-    def pinv(self) -> Matrix:
-        difference = sp.diags([np.ones(self.n), -np.ones(self.n - 1)], [0, -1], format="csr")
-        return Sparse(difference)
-
     def to_spec(self):
         from kernel.matrix.spec import PrefixSpec
 
@@ -279,10 +264,6 @@ class Suffix(Intervals):
 
     def _coverage(self):
         return np.arange(1, self.n + 1, dtype=np.float64)
-
-    def pinv(self) -> Matrix:
-        difference = sp.diags([np.ones(self.n), -np.ones(self.n - 1)], [0, 1], format="csr")
-        return Sparse(difference)
 
     def to_spec(self):
         from kernel.matrix.spec import SuffixSpec
@@ -410,10 +391,6 @@ class Haar(Sparse):
         )
         super().__init__(matrix)
 
-    def pinv(self) -> Matrix:
-        row_norms = np.asarray(self.matrix.multiply(self.matrix).sum(axis=1)).ravel()
-        return Sparse(self.matrix.T @ sp.diags(1.0 / row_norms))
-
     def to_spec(self):
         from kernel.matrix.spec import HaarSpec
 
@@ -478,9 +455,6 @@ class Fourier(Matrix):
         if self.n % 2 == 0:
             rows.append((self.n // 2, "alternating"))
         return rows[: self.k]
-
-    def pinv(self) -> Matrix:
-        return self.T  # orthonormal rows
 
     def to_spec(self):
         from kernel.matrix.spec import FourierSpec

@@ -81,9 +81,6 @@ class Kronecker(Matrix):
     def T(self) -> Matrix:
         return Kronecker([f.T for f in self.factors])
 
-    def pinv(self) -> Matrix:
-        return Kronecker([f.pinv() for f in self.factors])
-
     def abs(self) -> Matrix:
         return self if self.binary else Kronecker([f.abs() for f in self.factors])
 

@@ -35,9 +35,6 @@ class Dense(Matrix):
     def T(self) -> Matrix:
         return Dense(self.array.T)
 
-    def pinv(self) -> Matrix:
-        return Dense(np.linalg.pinv(self.array))
-
     def abs(self) -> Matrix:
         return Dense(np.abs(self.array))
 

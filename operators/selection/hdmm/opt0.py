@@ -62,19 +62,21 @@ class PIdentity(VStack):
         self.scale = 1.0 + theta.sum(axis=0)
         super().__init__([Diagonal(1.0 / self.scale), Dense(theta / self.scale)])
 
-    def pinv(self) -> Matrix:
-        """A^+ [y1; y2] = S (y1 + Theta^T M^{-1} (y2 - Theta y1)), M = I + Theta Theta^T: O((n + p) p) per column.
 
-        Same as S (I + Theta^T Theta)^{-1} (y1 + Theta^T y2), but without forming Theta^T y2:
-        optimized Theta can have entries ~1e6 (cells measured only through Theta), where the
-        Woodbury form cancels large terms (error 7e-5 against 8e-11 here, on AllRange(12)).
-        """
-        theta = self.theta
-        p, n = theta.shape
-        m_inv_theta = scipy.linalg.solve(np.eye(p) + theta @ theta.T, theta, assume_a="pos")
-        select = HStack([Identity(n), Ones(n, p) * 0.0])
-        correction = Product([Dense(m_inv_theta.T), HStack([Dense(-theta), Identity(p)])])
-        return Product([Diagonal(self.scale), Sum([select, correction])])
+@algebra.pinv.register
+def _pidentity_pinv(A: PIdentity) -> Matrix:
+    """A^+ [y1; y2] = S (y1 + Theta^T M^{-1} (y2 - Theta y1)), M = I + Theta Theta^T: O((n + p) p) per column.
+
+    Same as S (I + Theta^T Theta)^{-1} (y1 + Theta^T y2), but without forming Theta^T y2:
+    optimized Theta can have entries ~1e6 (cells measured only through Theta), where the
+    Woodbury form cancels large terms (error 7e-5 against 8e-11 here, on AllRange(12)).
+    """
+    theta = A.theta
+    p, n = theta.shape
+    m_inv_theta = scipy.linalg.solve(np.eye(p) + theta @ theta.T, theta, assume_a="pos")
+    select = HStack([Identity(n), Ones(n, p) * 0.0])
+    correction = Product([Dense(m_inv_theta.T), HStack([Dense(-theta), Identity(p)])])
+    return Product([Diagonal(A.scale), Sum([select, correction])])
 
 
 def pidentity_loss(theta: np.ndarray, gram: Gram) -> tuple[float, np.ndarray]:

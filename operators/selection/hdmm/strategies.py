@@ -17,6 +17,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsmr
 
 from kernel.matrix import Kronecker, Marginals, Matrix, VStack
+from operators.algebra import pinv
 from operators.selection.hdmm import marginals as marg
 from operators.selection.hdmm.blocks import AttributeBlocks
 from operators.selection.hdmm.gram import Term, is_identity_or_total, product_terms
@@ -104,7 +105,7 @@ class KroneckerStrategy(HDMMStrategy):
         super().__init__(workload, matrix, noise, error, optimizer)
 
     def reconstruct(self, y: np.ndarray) -> np.ndarray:
-        return self.matrix.pinv() @ self._check_answers(y)
+        return pinv(self.matrix) @ self._check_answers(y)
 
 
 class MarginalStrategy(HDMMStrategy):
