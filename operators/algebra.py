@@ -1,11 +1,12 @@
-"""Client-side algebra over kernel matrices: Gram matrices A^T A and pseudo-inverses A^+.
+"""Client-side algebra over kernel matrices: Grams A^T A, pseudo-inverses A^+, traces, sums.
 
 The kernel only multiplies matrices with data and computes their sensitivities; strategy
-optimizers, error formulas and inference also need Grams and pseudo-inverses (least-squares
-reconstruction). That is public post-processing, so it
-lives here, outside the audited kernel: a wrong shortcut here costs accuracy, never privacy. Each
-operation is a ``functools.singledispatch`` function with a generic fallback and one registration
-per class that has structure; client classes register their own the same way.
+optimizers, error formulas and inference also need Grams, pseudo-inverses (least-squares
+reconstruction), traces, squared Frobenius norms and sums of matrices. That is public
+post-processing, so it lives here, outside the audited kernel: a wrong shortcut here costs
+accuracy, never privacy. Each operation is a ``functools.singledispatch`` function with a generic
+fallback and one registration per class that has structure; client classes register their own the
+same way. A ``Sum`` is never sent to the kernel, which takes no sums (it has no spec).
 
 Interval families (prefix, suffix, all ranges, width-w ranges, hierarchies, any list of intervals)
 have Grams with closed forms (``G_ij`` = number of rows covering both i and j) and fast products.
@@ -17,6 +18,8 @@ array([3., 2., 1.])
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from functools import singledispatch
 
 import numpy as np
@@ -28,6 +31,7 @@ from kernel.matrix import (
     Diagonal,
     Fourier,
     Haar,
+    HStack,
     Identity,
     Intervals,
     Kronecker,
@@ -37,13 +41,48 @@ from kernel.matrix import (
     Product,
     Sparse,
     Suffix,
-    Sum,
     Transpose,
     VStack,
     Weighted,
     WidthRange,
 )
-from kernel.matrix.base import _BLOCK_ENTRIES
+from kernel.matrix.base import _BLOCK_ENTRIES, _unit_columns
+
+# ---- sums ---------------------------------------------------------------------------------
+
+
+class Sum(Matrix):
+    """A_1 + A_2 + ... + A_k (same shape)."""
+
+    def __init__(self, terms: Sequence[Matrix]):
+        terms = list(terms)
+        if not terms:
+            raise ValueError("a sum needs at least one term")
+        shapes = {t.shape for t in terms}
+        if len(shapes) != 1:
+            raise ValueError(f"cannot add matrices of shapes {sorted(shapes)}")
+        self.terms = terms
+        self.shape = terms[0].shape
+
+    def _matmat(self, X):
+        return sum(t._matmat(X) for t in self.terms)
+
+    def _rmatmat(self, Y):
+        return sum(t._rmatmat(Y) for t in self.terms)
+
+    @property
+    def T(self) -> Matrix:
+        return Sum([t.T for t in self.terms])
+
+    def dense(self) -> np.ndarray:
+        return sum(t.dense() for t in self.terms)
+
+    def to_spec(self):
+        raise TypeError(
+            "a Sum of matrices has no spec: the kernel takes no sums (client-side algebra only); "
+            "measure the terms, e.g. stacked in a VStack, instead"
+        )
+
 
 # ---- Gram matrices ------------------------------------------------------------------------
 
@@ -120,9 +159,6 @@ class IntervalGram(Matrix):
     @property
     def T(self) -> Matrix:
         return self
-
-    def trace(self) -> float:
-        return self.source.frobenius_squared()
 
     def dense(self) -> np.ndarray:
         return _interval_gram_dense(self.source)
@@ -260,3 +296,100 @@ def _(A: Dense) -> Matrix:
 @pinv.register
 def _(A: Kronecker) -> Matrix:
     return Kronecker([pinv(f) for f in A.factors])
+
+
+# ---- traces and squared Frobenius norms ---------------------------------------------------
+
+
+@singledispatch
+def trace(A: Matrix) -> float:
+    """Trace of a square matrix."""
+    n = _square(A)
+    total = 0.0
+    step = max(1, _BLOCK_ENTRIES // max(n, 1))
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        block = A._matmat(_unit_columns(n, start, stop))
+        total += float(np.trace(block[start:stop]))
+    return total
+
+
+def _square(A: Matrix) -> int:
+    m, n = A.shape
+    if m != n:
+        raise ValueError(f"trace needs a square matrix, got shape {A.shape}")
+    return n
+
+
+@trace.register
+def _(A: Weighted) -> float:
+    return A.weight * trace(A.base)
+
+
+@trace.register
+def _(A: Sum) -> float:
+    return float(sum(trace(t) for t in A.terms))
+
+
+@trace.register
+def _(A: Identity) -> float:
+    return float(A.n)
+
+
+@trace.register
+def _(A: Ones) -> float:
+    return float(_square(A))
+
+
+@trace.register
+def _(A: Diagonal) -> float:
+    return float(A.values.sum())
+
+
+@trace.register
+def _(A: IntervalGram) -> float:
+    return frobenius_squared(A.source)
+
+
+@trace.register
+def _(A: Kronecker) -> float:
+    return math.prod(trace(f) for f in A.factors)
+
+
+@trace.register
+def _(A: Dense) -> float:
+    _square(A)
+    return float(np.trace(A.array))
+
+
+@trace.register
+def _(A: Sparse) -> float:
+    _square(A)
+    return float(A.matrix.diagonal().sum())
+
+
+@singledispatch
+def frobenius_squared(A: Matrix) -> float:
+    """Sum of squared entries (= trace of the Gram)."""
+    return float(np.sum(A.column_norms("l2") ** 2))
+
+
+@frobenius_squared.register
+def _(A: Weighted) -> float:
+    return A.weight**2 * frobenius_squared(A.base)
+
+
+@frobenius_squared.register
+def _(A: Intervals) -> float:
+    return float(A.column_norms("l1").sum())  # a 0/1 matrix's column L1 norms count the rows covering each cell
+
+
+@frobenius_squared.register
+def _(A: Kronecker) -> float:
+    return math.prod(frobenius_squared(f) for f in A.factors)
+
+
+@frobenius_squared.register(VStack)
+@frobenius_squared.register(HStack)
+def _(A: VStack | HStack) -> float:
+    return float(sum(frobenius_squared(b) for b in A.blocks))

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.linalg
 
 from kernel.matrix import Identity, Kronecker, Matrix, VStack, Weighted
-from operators.algebra import gram
+from operators.algebra import frobenius_squared, gram
 from operators.selection.strategy import Noise
 
 #: Largest dense Gram side the generic path will build (n x n doubles).
@@ -57,7 +57,7 @@ def reconstruction_error(W: Matrix, A: Matrix) -> float:
     if isinstance(W, VStack):
         return float(sum(reconstruction_error(block, A) for block in W.blocks))
     if isinstance(A, Identity):
-        return W.frobenius_squared()
+        return frobenius_squared(W)
     if isinstance(A, Weighted):
         return reconstruction_error(W, A.base) / A.weight**2 if A.weight else math.inf
     if isinstance(A, Kronecker) and isinstance(W, Kronecker) and _aligned(W, A):

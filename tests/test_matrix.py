@@ -34,13 +34,12 @@ from kernel.matrix import (
     Ranges,
     Sparse,
     Suffix,
-    Sum,
     Total,
     VStack,
     WidthRange,
     from_spec,
 )
-from operators.algebra import gram, pinv
+from operators.algebra import Sum, frobenius_squared, gram, pinv, trace
 
 # ---- independent dense oracles for the leaves -------------------------------------------
 
@@ -163,56 +162,58 @@ def leaves(draw, cols):
 
 
 @st.composite
-def matrices(draw, cols=None, depth=2):
+def matrices(draw, cols=None, depth=2, sums=True):
     if cols is None:
         cols = draw(st.integers(1, 6))
     kinds = ["leaf"]
     if depth > 0:
         kinds += ["weighted", "product", "vstack", "sum", "transpose", "rowweighted", "kron"]
+        if not sums:  # a Sum is client-side algebra: it has no spec
+            kinds.remove("sum")
         if cols >= 2:
             kinds.append("hstack")
     kind = draw(st.sampled_from(kinds))
     if kind == "leaf":
         return draw(leaves(cols))
     if kind == "weighted":
-        A, D = draw(matrices(cols, depth - 1))
+        A, D = draw(matrices(cols, depth - 1, sums))
         c = draw(finite)
         return (A * c if draw(st.booleans()) else c * A), c * D
     if kind == "product":
-        B, DB = draw(matrices(cols, depth - 1))
-        A, DA = draw(matrices(B.shape[0], depth - 1))
+        B, DB = draw(matrices(cols, depth - 1, sums))
+        A, DA = draw(matrices(B.shape[0], depth - 1, sums))
         return A @ B, DA @ DB
     if kind == "vstack":
-        parts = draw(st.lists(matrices(cols, depth - 1), min_size=1, max_size=3))
+        parts = draw(st.lists(matrices(cols, depth - 1, sums), min_size=1, max_size=3))
         return VStack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
     if kind == "hstack":
         split = draw(st.integers(1, cols - 1))
-        left, DL = draw(matrices(split, depth - 1))
+        left, DL = draw(matrices(split, depth - 1, sums))
         # Align row counts: the right block gets left's row count through a dense map.
-        R, DRr = draw(matrices(cols - split, depth - 1))
+        R, DRr = draw(matrices(cols - split, depth - 1, sums))
         mix = np.array(draw(st.lists(finite, min_size=left.shape[0] * R.shape[0], max_size=left.shape[0] * R.shape[0])))
         mix = mix.reshape(left.shape[0], R.shape[0])
         return HStack([left, Dense(mix) @ R]), np.hstack([DL, mix @ DRr])
     if kind == "sum":
-        A, DA = draw(matrices(cols, depth - 1))
-        B, DB = draw(matrices(cols, depth - 1))
+        A, DA = draw(matrices(cols, depth - 1, sums))
+        B, DB = draw(matrices(cols, depth - 1, sums))
         mix = np.array(draw(st.lists(finite, min_size=A.shape[0] * B.shape[0], max_size=A.shape[0] * B.shape[0])))
         mix = mix.reshape(A.shape[0], B.shape[0])
-        return A + Dense(mix) @ B, DA + mix @ DB
+        return Sum([A, Dense(mix) @ B]), DA + mix @ DB
     if kind == "transpose":
-        A, D = draw(matrices(draw(st.integers(1, 5)), depth - 1))
+        A, D = draw(matrices(draw(st.integers(1, 5)), depth - 1, sums))
         # A.T has A.shape[0] columns; a dense map brings it to the requested column count.
         mix = np.array(draw(st.lists(finite, min_size=A.shape[0] * cols, max_size=A.shape[0] * cols)))
         mix = mix.reshape(A.shape[0], cols)
         return A.T @ Dense(mix), D.T @ mix
     if kind == "rowweighted":
-        A, D = draw(matrices(cols, depth - 1))
+        A, D = draw(matrices(cols, depth - 1, sums))
         w = np.array(draw(st.lists(finite, min_size=A.shape[0], max_size=A.shape[0])))
         return Diagonal(w) @ A, w[:, None] * D
     divisors = [d for d in range(1, cols + 1) if cols % d == 0]
     first = draw(st.sampled_from(divisors))
-    A, DA = draw(matrices(first, depth - 1))
-    B, DB = draw(matrices(cols // first, depth - 1))
+    A, DA = draw(matrices(first, depth - 1, sums))
+    B, DB = draw(matrices(cols // first, depth - 1, sums))
     return Kronecker([A, B]), np.kron(DA, DB)
 
 
@@ -254,8 +255,8 @@ def test_gram_norms_trace_rows_match_dense(pair):
     close(A.column_norms("l2"), np.sqrt((D**2).sum(axis=0)))
     assert math.isclose(A.sensitivity("l1"), np.abs(D).sum(axis=0).max(), rel_tol=1e-9, abs_tol=1e-12)
     assert math.isclose(A.sensitivity("l2"), np.sqrt((D**2).sum(axis=0)).max(), rel_tol=1e-9, abs_tol=1e-12)
-    assert math.isclose(A.frobenius_squared(), (D**2).sum(), rel_tol=1e-9, abs_tol=1e-12)
-    assert math.isclose(G.trace(), np.trace(D.T @ D), rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(frobenius_squared(A), (D**2).sum(), rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(trace(G), np.trace(D.T @ D), rel_tol=1e-9, abs_tol=1e-12)
     close(A.abs().dense(), np.abs(D))
     close(A.square().dense(), D**2)
     rows = [0, D.shape[0] - 1]
@@ -271,7 +272,7 @@ def test_pinv_matches_dense(pair):
 
 
 @SETTINGS
-@given(matrices())
+@given(matrices(sums=False))
 def test_spec_round_trip(pair):
     A, D = pair
     text = A.to_spec().model_dump_json()
@@ -287,7 +288,16 @@ def test_closed_form_grams(n):
         D = A.dense()
         close(gram(A).dense(), D.T @ D)
         close(gram(A) @ np.arange(n, dtype=float), D.T @ D @ np.arange(n, dtype=float))
-        assert gram(A).trace() == pytest.approx(np.trace(D.T @ D))
+        assert trace(gram(A)) == pytest.approx(np.trace(D.T @ D))
+
+
+def test_sums_and_client_algebra_stay_out_of_the_kernel():
+    with pytest.raises(TypeError, match="the kernel takes no sums"):
+        Kronecker([Sum([Identity(2), Ones(2, 2)]), Prefix(3)]).to_spec()
+    for name in ("gram", "pinv", "trace", "frobenius_squared", "__add__"):
+        assert not hasattr(Matrix, name), name
+    with pytest.raises(ValueError):
+        from_spec({"kind": "sum", "terms": [{"kind": "identity", "n": 2}]})
 
 
 def test_closed_form_sensitivities():

@@ -1,9 +1,10 @@
 """Implicit matrices: structured linear maps with products, norms and specs.
 
-The kernel computes sensitivities with these classes, so they are part of what is audited.
+The kernel computes sensitivities with these classes, so they are part of what is audited. The
+algebra only clients need (Grams, pseudo-inverses, traces, sums) is in ``operators.algebra``.
 """
 
-from kernel.matrix.base import Matrix, Norm, Product, Sum, Transpose, Weighted
+from kernel.matrix.base import Matrix, Norm, Product, Transpose, Weighted
 from kernel.matrix.blocks import (
     AllRange,
     Diagonal,
@@ -26,5 +27,5 @@ from kernel.matrix.spec import MatrixSpec, MatrixSpecAdapter, from_spec
 __all__ = [
     "AllRange", "Dense", "Diagonal", "Fourier", "HStack", "Haar", "Hierarchical", "Identity", "Intervals",
     "Kronecker", "Marginals", "Matrix", "MatrixSpec", "MatrixSpecAdapter", "Norm", "Ones", "Prefix", "Product", "Ranges",
-    "Sparse", "Suffix", "Sum", "Total", "Transpose", "VStack", "Weighted", "WidthRange", "from_spec",
+    "Sparse", "Suffix", "Total", "Transpose", "VStack", "Weighted", "WidthRange", "from_spec",
 ]

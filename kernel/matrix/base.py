@@ -1,10 +1,10 @@
-"""The implicit matrix base class and the generic compositions (product, sum, weights, transpose).
+"""The implicit matrix base class and the generic compositions (product, weights, transpose).
 
 A ``Matrix`` is a linear map known by its structure rather than its entries, in the
 shape of scipy's LinearOperator: ``shape``, products on both sides, a transpose that is
 itself a Matrix. It adds what a differential-privacy kernel needs: column norms
 (sensitivities) and a serializable spec. Materializing is always an explicit call
-(``dense()``). Grams and pseudo-inverses live client-side, in ``operators.algebra``.
+(``dense()``). Grams, pseudo-inverses, traces and sums live client-side, in ``operators.algebra``.
 
 ``__array_ufunc__ = None`` makes numpy refuse ufuncs on operator objects (``np.abs(A)``
 raises ``TypeError``) and makes ``x @ A`` call our ``__rmatmul__``.
@@ -87,11 +87,6 @@ class Matrix(ABC):
     def __truediv__(self, weight) -> Matrix:
         return self * (1.0 / float(weight))
 
-    def __add__(self, other: Matrix) -> Matrix:
-        if not isinstance(other, Matrix):
-            return NotImplemented
-        return Sum([self, other])
-
     def abs(self) -> Matrix:
         """Elementwise absolute value."""
         return self if self.binary else _dense_elementwise(self, np.abs)
@@ -113,23 +108,6 @@ class Matrix(ABC):
         """Max column norm: how far one record (a unit change of one cell) moves A @ x."""
         norms = self.column_norms(norm)
         return float(norms.max()) if norms.size else 0.0
-
-    def frobenius_squared(self) -> float:
-        """Sum of squared entries (= trace of the Gram)."""
-        return float(np.sum(self.column_norms("l2") ** 2))
-
-    def trace(self) -> float:
-        """Trace of a square matrix."""
-        m, n = self.shape
-        if m != n:
-            raise ValueError(f"trace needs a square matrix, got shape {self.shape}")
-        total = 0.0
-        step = max(1, _BLOCK_ENTRIES // max(n, 1))
-        for start in range(0, n, step):
-            stop = min(n, start + step)
-            block = self._matmat(_unit_columns(n, start, stop))
-            total += float(np.trace(block[start:stop]))
-        return total
 
     # ---- materialization --------------------------------------------------------------
     def dense(self) -> np.ndarray:
@@ -227,12 +205,6 @@ class Weighted(Matrix):
     def sensitivity(self, norm: Norm = "l1") -> float:
         return abs(self.weight) * self.base.sensitivity(norm)
 
-    def frobenius_squared(self) -> float:
-        return self.weight**2 * self.base.frobenius_squared()
-
-    def trace(self) -> float:
-        return self.weight * self.base.trace()
-
     def dense(self) -> np.ndarray:
         return self.weight * self.base.dense()
 
@@ -306,41 +278,6 @@ class Product(Matrix):
         from kernel.matrix.spec import ProductSpec
 
         return ProductSpec(factors=[f.to_spec() for f in self.factors])
-
-
-class Sum(Matrix):
-    """A_1 + A_2 + ... + A_k (same shape)."""
-
-    def __init__(self, terms: Sequence[Matrix]):
-        terms = list(terms)
-        if not terms:
-            raise ValueError("a sum needs at least one term")
-        shapes = {t.shape for t in terms}
-        if len(shapes) != 1:
-            raise ValueError(f"cannot add matrices of shapes {sorted(shapes)}")
-        self.terms = terms
-        self.shape = terms[0].shape
-
-    def _matmat(self, X):
-        return sum(t._matmat(X) for t in self.terms)
-
-    def _rmatmat(self, Y):
-        return sum(t._rmatmat(Y) for t in self.terms)
-
-    @property
-    def T(self) -> Matrix:
-        return Sum([t.T for t in self.terms])
-
-    def trace(self) -> float:
-        return float(sum(t.trace() for t in self.terms))
-
-    def dense(self) -> np.ndarray:
-        return sum(t.dense() for t in self.terms)
-
-    def to_spec(self):
-        from kernel.matrix.spec import SumSpec
-
-        return SumSpec(terms=[t.to_spec() for t in self.terms])
 
 
 # ---- helpers ----------------------------------------------------------------------------

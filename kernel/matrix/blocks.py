@@ -56,9 +56,6 @@ class Identity(Matrix):
         _check_norm(norm)
         return np.ones(self.n)
 
-    def trace(self) -> float:
-        return float(self.n)
-
     def dense(self) -> np.ndarray:
         return np.eye(self.n)
 
@@ -90,11 +87,6 @@ class Ones(Matrix):
         _check_norm(norm)
         m = float(self.shape[0])
         return np.full(self.shape[1], m if norm == "l1" else np.sqrt(m))
-
-    def trace(self) -> float:
-        if self.shape[0] != self.shape[1]:
-            raise ValueError(f"trace needs a square matrix, got shape {self.shape}")
-        return float(self.shape[0])
 
     def dense(self) -> np.ndarray:
         return np.ones(self.shape)
@@ -141,9 +133,6 @@ class Diagonal(Matrix):
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         _check_norm(norm)
         return np.abs(self.values)
-
-    def trace(self) -> float:
-        return float(self.values.sum())
 
     def dense(self) -> np.ndarray:
         return np.diag(self.values)
@@ -209,9 +198,6 @@ class Intervals(Matrix):
         np.add.at(diff, self.lo, 1.0)
         np.add.at(diff, self.hi + 1, -1.0)
         return np.cumsum(diff)[: self.n]
-
-    def frobenius_squared(self) -> float:
-        return float(self._coverage().sum())
 
     def to_spec(self):
         from kernel.matrix.spec import ArrayData, IntervalsSpec

@@ -94,12 +94,6 @@ class Kronecker(Matrix):
         # Column norms of a Kronecker product are outer products of non-negative vectors.
         return math.prod(f.sensitivity(norm) for f in self.factors)
 
-    def frobenius_squared(self) -> float:
-        return math.prod(f.frobenius_squared() for f in self.factors)
-
-    def trace(self) -> float:
-        return math.prod(f.trace() for f in self.factors)
-
     def dense(self) -> np.ndarray:
         return reduce(np.kron, [f.dense() for f in self.factors])
 
@@ -149,9 +143,6 @@ class VStack(Matrix):
             return sum(b.column_norms("l1") for b in self.blocks)
         return np.sqrt(sum(b.column_norms("l2") ** 2 for b in self.blocks))
 
-    def frobenius_squared(self) -> float:
-        return float(sum(b.frobenius_squared() for b in self.blocks))
-
     def dense(self) -> np.ndarray:
         return np.vstack([b.dense() for b in self.blocks])
 
@@ -197,9 +188,6 @@ class HStack(Matrix):
 
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         return np.concatenate([b.column_norms(norm) for b in self.blocks])
-
-    def frobenius_squared(self) -> float:
-        return float(sum(b.frobenius_squared() for b in self.blocks))
 
     def dense(self) -> np.ndarray:
         return np.hstack([b.dense() for b in self.blocks])

@@ -45,11 +45,6 @@ class Dense(Matrix):
         _check_norm(norm)
         return np.abs(self.array).sum(axis=0) if norm == "l1" else np.sqrt((self.array**2).sum(axis=0))
 
-    def trace(self) -> float:
-        if self.shape[0] != self.shape[1]:
-            raise ValueError(f"trace needs a square matrix, got shape {self.shape}")
-        return float(np.trace(self.array))
-
     def dense(self) -> np.ndarray:
         return self.array.copy()
 
@@ -97,11 +92,6 @@ class Sparse(Matrix):
         if norm == "l1":
             return np.asarray(abs(self.matrix).sum(axis=0)).ravel()
         return np.sqrt(np.asarray(self.matrix.multiply(self.matrix).sum(axis=0)).ravel())
-
-    def trace(self) -> float:
-        if self.shape[0] != self.shape[1]:
-            raise ValueError(f"trace needs a square matrix, got shape {self.shape}")
-        return float(self.matrix.diagonal().sum())
 
     def dense(self) -> np.ndarray:
         return self.matrix.toarray()

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 import scipy.sparse as sp
 
-from kernel.matrix.base import Matrix, Product, Sum, Transpose, Weighted
+from kernel.matrix.base import Matrix, Product, Transpose, Weighted
 from kernel.matrix.blocks import AllRange, Diagonal, Fourier, Haar, Hierarchical, Identity, Intervals, Ones, Prefix, Suffix, WidthRange
 from kernel.matrix.compose import HStack, Kronecker, Marginals, VStack
 from kernel.matrix.dense import Dense, Sparse
@@ -241,14 +241,6 @@ class ProductSpec(_Spec):
         return Product([f.build() for f in self.factors])
 
 
-class SumSpec(_Spec):
-    kind: Literal["sum"] = "sum"
-    terms: list[MatrixSpec] = Field(min_length=1)
-
-    def build(self) -> Matrix:
-        return Sum([t.build() for t in self.terms])
-
-
 class WeightedSpec(_Spec):
     kind: Literal["weighted"] = "weighted"
     base: MatrixSpec
@@ -270,12 +262,12 @@ MatrixSpec = Annotated[
     Union[
         IdentitySpec, OnesSpec, DiagonalSpec, PrefixSpec, SuffixSpec, AllRangeSpec, WidthRangeSpec,
         IntervalsSpec, RangesSpec, HierarchicalSpec, HaarSpec, FourierSpec, DenseSpec, SparseSpec, MarginalsSpec, KroneckerSpec,
-        VStackSpec, HStackSpec, ProductSpec, SumSpec, WeightedSpec, TransposeSpec,
+        VStackSpec, HStackSpec, ProductSpec, WeightedSpec, TransposeSpec,
     ],
     Field(discriminator="kind"),
 ]
 
-for _model in (KroneckerSpec, VStackSpec, HStackSpec, ProductSpec, SumSpec, WeightedSpec, TransposeSpec):
+for _model in (KroneckerSpec, VStackSpec, HStackSpec, ProductSpec, WeightedSpec, TransposeSpec):
     _model.model_rebuild()
 
 MatrixSpecAdapter: TypeAdapter = TypeAdapter(MatrixSpec)

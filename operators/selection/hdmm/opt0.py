@@ -34,7 +34,7 @@ import scipy.linalg
 import scipy.linalg.blas
 from scipy.optimize import Bounds, minimize
 
-from kernel.matrix import Dense, Diagonal, HStack, Identity, Intervals, Matrix, Ones, Product, Sum, Total, VStack
+from kernel.matrix import Dense, Diagonal, HStack, Identity, Intervals, Matrix, Ones, Product, Total, VStack
 from kernel.matrix.threads import single_threaded_blas
 from operators import algebra
 from operators.selection.hdmm.gram import Gram
@@ -76,7 +76,7 @@ def _pidentity_pinv(A: PIdentity) -> Matrix:
     m_inv_theta = scipy.linalg.solve(np.eye(p) + theta @ theta.T, theta, assume_a="pos")
     select = HStack([Identity(n), Ones(n, p) * 0.0])
     correction = Product([Dense(m_inv_theta.T), HStack([Dense(-theta), Identity(p)])])
-    return Product([Diagonal(A.scale), Sum([select, correction])])
+    return Product([Diagonal(A.scale), algebra.Sum([select, correction])])
 
 
 def pidentity_loss(theta: np.ndarray, gram: Gram) -> tuple[float, np.ndarray]:
