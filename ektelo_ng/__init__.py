@@ -11,7 +11,7 @@ from ektelo_ng import error, matrix, workload
 from ektelo_ng.session import connect, protect
 from operators.client import BudgetExceededError, Handle, KernelError, NoisyAnswer, Session
 from kernel.domain import Attribute, Domain
-from kernel.predicate import attr
+from operators.predicates import attr
 from kernel.privacy import PureDP, ZCDP
 
 __all__ = [

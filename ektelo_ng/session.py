@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from operators.client import Session, socket_transport
-from kernel.domain import Domain, DomainLike, as_domain
+from operators.domains import DomainLike, as_domain
+from kernel.domain import Domain
 from kernel.privacy import PureDP, ZCDP
 from kernel.service import Kernel
 from kernel.table import TableBackend, load_table

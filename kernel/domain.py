@@ -16,7 +16,6 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import cached_property
-from typing import Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -147,18 +146,6 @@ class Domain(BaseModel):
         if not keep:
             raise ValueError("project needs at least one attribute")
         return Domain(attributes=tuple(self.attributes[i] for i in keep))
-
-
-DomainLike = Union[Domain, Sequence[int]]
-
-
-def as_domain(domain: DomainLike) -> Domain:
-    """Accept a Domain or a plain list of attribute sizes."""
-    if isinstance(domain, Domain):
-        return domain
-    if isinstance(domain, (str, bytes)) or not isinstance(domain, Iterable):
-        raise TypeError(f"expected a Domain or a list of attribute sizes, got {type(domain).__name__}")
-    return Domain.from_sizes(list(domain))
 
 
 def _as_size(value: object) -> int:

@@ -2,9 +2,9 @@
 
 Predicates are data (pydantic models), never strings: the kernel validates them against the
 source's domain and evaluates them with numpy on integer code columns. Values may be codes
-(integers) or, for labelled attributes, labels.
+(integers) or, for labelled attributes, labels. Clients build them with ``operators.predicates.attr``.
 
->>> p = (attr("age") >= 30) & ~attr("sex").isin(["M"])
+>>> p = Compare(attribute="age", op=">=", value=30) & ~In(attribute="sex", values=["M"])
 >>> p.kind, [t.kind for t in p.terms]
 ('and', ['compare', 'not'])
 """
@@ -78,42 +78,6 @@ Predicate = Annotated[Union[Compare, Between, In, And, Or, Not], Field(discrimin
 for _model in (And, Or, Not):
     _model.model_rebuild()
 PredicateAdapter: TypeAdapter = TypeAdapter(Predicate)
-
-
-class attr:
-    """Builder: ``attr("age") >= 30``, ``attr("sex") == "F"``, ``attr("age").between(20, 29)``."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def _compare(self, op: str, value: Value) -> Compare:
-        return Compare(attribute=self.name, op=op, value=value)
-
-    def __eq__(self, value):  # type: ignore[override]
-        return self._compare("==", value)
-
-    def __ne__(self, value):  # type: ignore[override]
-        return self._compare("!=", value)
-
-    def __lt__(self, value):
-        return self._compare("<", value)
-
-    def __le__(self, value):
-        return self._compare("<=", value)
-
-    def __gt__(self, value):
-        return self._compare(">", value)
-
-    def __ge__(self, value):
-        return self._compare(">=", value)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def between(self, low: Value, high: Value) -> Between:
-        return Between(attribute=self.name, low=low, high=high)
-
-    def isin(self, values) -> In:
-        return In(attribute=self.name, values=list(values))
 
 
 def _leaves(predicate) -> list:

@@ -14,6 +14,7 @@ PureDP(kind='pure', epsilon=Fraction(3, 10))
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from fractions import Fraction
@@ -77,8 +78,9 @@ class _BudgetMeta(type(BaseModel)):  # type: ignore[misc]
         return super().__call__(**data)
 
 
+@functools.total_ordering
 class _Budget(BaseModel, metaclass=_BudgetMeta):
-    """Shared behaviour of the two budget kinds: exact value, +, -, ordering, float view.
+    """Shared behaviour of the two budget kinds: exact value, +, -, ordering (from < and ==), float view.
 
     Calling the class (``PureDP(0)``) rejects zero, because a zero budget asked for by a user is
     almost surely a mistake. Validation of serialised data accepts zero, because amounts *spent*
@@ -121,15 +123,6 @@ class _Budget(BaseModel, metaclass=_BudgetMeta):
 
     def __lt__(self, other: object) -> bool:
         return self.value < self._same_kind(other, "compare").value
-
-    def __le__(self, other: object) -> bool:
-        return self.value <= self._same_kind(other, "compare").value
-
-    def __gt__(self, other: object) -> bool:
-        return self.value > self._same_kind(other, "compare").value
-
-    def __ge__(self, other: object) -> bool:
-        return self.value >= self._same_kind(other, "compare").value
 
 
 class PureDP(_Budget):

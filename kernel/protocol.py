@@ -113,35 +113,32 @@ class Laplace(_Message):
     epsilon: Epsilon
 
 
-class Gaussian(_Message):
+class _GaussianNoise(_Message):
+    """The noise of a Gaussian measurement: exactly one of rho (zCDP spent) or sigma (per unit L2 sensitivity)."""
+
+    rho: Rho | None = None
+    sigma: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+
+    @model_validator(mode="after")
+    def _one_parameter(self) -> _GaussianNoise:
+        if (self.rho is None) == (self.sigma is None):
+            raise ValueError("give exactly one of rho or sigma")
+        return self
+
+
+class Gaussian(_GaussianNoise):
     """y = M x + Gaussian noise; give rho (zCDP spent) or sigma (noise per unit L2 sensitivity)."""
 
     op: Literal["gaussian"] = "gaussian"
     source: SourceId
     matrix: MatrixSpec
-    rho: Rho | None = None
-    sigma: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-
-    @model_validator(mode="after")
-    def _one_parameter(self) -> Gaussian:
-        if (self.rho is None) == (self.sigma is None):
-            raise ValueError("give exactly one of rho or sigma")
-        return self
 
 
-class GaussianItem(_Message):
+class GaussianItem(_GaussianNoise):
     """One measurement of a ``gaussian_batch``: ``matrices[matrix]`` on ``source``, with rho or sigma."""
 
     source: SourceId
     matrix: NonNegativeInt
-    rho: Rho | None = None
-    sigma: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-
-    @model_validator(mode="after")
-    def _one_parameter(self) -> GaussianItem:
-        if (self.rho is None) == (self.sigma is None):
-            raise ValueError("give exactly one of rho or sigma")
-        return self
 
 
 class GaussianBatch(_Message):

@@ -90,6 +90,15 @@ def load_table(table: Mapping[str, Sequence], domain: Domain) -> NumpyTable:
     if not isinstance(table, Mapping):
         raise TypeError(f"the kernel loads a mapping of column name -> values, got {type(table).__name__}")
     columns = {str(k): np.asarray(v) for k, v in table.items()}
+    check_columns(list(columns), domain)
+    lengths = {n: len(columns[n]) for n in domain.names}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"columns have different lengths: {lengths}")
+    return NumpyTable(domain, {n: _codes(n, columns[n], domain) for n in domain.names})
+
+
+def check_columns(columns: Sequence[str], domain: Domain) -> None:
+    """Refuse a table whose column names are not exactly the domain's attributes."""
     missing = [n for n in domain.names if n not in columns]
     extra = [n for n in columns if n not in domain.names]
     if missing or extra:
@@ -97,10 +106,6 @@ def load_table(table: Mapping[str, Sequence], domain: Domain) -> NumpyTable:
             f"table columns do not match the domain: missing {missing}, unknown {extra}; "
             f"the domain has {list(domain.names)}"
         )
-    lengths = {n: len(columns[n]) for n in domain.names}
-    if len(set(lengths.values())) > 1:
-        raise ValueError(f"columns have different lengths: {lengths}")
-    return NumpyTable(domain, {n: _codes(n, columns[n], domain) for n in domain.names})
 
 
 def _codes(name: str, values: np.ndarray, domain: Domain) -> np.ndarray:

@@ -1,8 +1,8 @@
-"""Client-side algebra over kernel matrices: Grams A^T A, pseudo-inverses A^+, traces, sums.
+"""Client-side algebra over kernel matrices: Grams A^T A, pseudo-inverses A^+, traces, sums, rows.
 
 The kernel only multiplies matrices with data and computes their sensitivities; strategy
 optimizers, error formulas and inference also need Grams, pseudo-inverses (least-squares
-reconstruction), traces, squared Frobenius norms and sums of matrices. That is public
+reconstruction), traces, squared Frobenius norms, sums of matrices and selected rows. That is public
 post-processing, so it lives here, outside the audited kernel: a wrong shortcut here costs
 accuracy, never privacy. Each operation is a ``functools.singledispatch`` function with a generic
 fallback and one registration per class that has structure; client classes register their own the
@@ -89,8 +89,8 @@ class Sum(Matrix):
 
 @singledispatch
 def gram(A: Matrix) -> Matrix:
-    """A.T @ A, as structured as the class allows."""
-    return Product([A.T, A])
+    """A.T @ A, as structured as the class allows (the fallback is the kernel's implicit product)."""
+    return A.gram()
 
 
 @gram.register
@@ -393,3 +393,25 @@ def _(A: Kronecker) -> float:
 @frobenius_squared.register(HStack)
 def _(A: VStack | HStack) -> float:
     return float(sum(frobenius_squared(b) for b in A.blocks))
+
+
+@singledispatch
+def rows(A: Matrix, index) -> np.ndarray:
+    """Selected rows of A as a dense 2-D array (one product with unit vectors)."""
+    index = np.atleast_1d(np.asarray(index, dtype=np.int64))
+    m = A.shape[0]
+    if index.size and (index.min() < -m or index.max() >= m):
+        raise IndexError(f"row index out of range for a matrix with {m} rows")
+    units = np.zeros((m, index.size))
+    units[index % m, np.arange(index.size)] = 1.0
+    return (A.T @ units).T
+
+
+@rows.register
+def _(A: Dense, index) -> np.ndarray:
+    return A.array[np.atleast_1d(index)]
+
+
+@rows.register
+def _(A: Sparse, index) -> np.ndarray:
+    return A.matrix[np.atleast_1d(index)].toarray()

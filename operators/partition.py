@@ -26,16 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kernel.domain import DomainLike, as_domain
 from kernel.matrix import Matrix, Product, Ranges, Sparse
-
-Shape = int | DomainLike
-
-
-def _dims(shape: Shape) -> tuple[int, ...]:
-    if hasattr(shape, "__index__") and not isinstance(shape, bool):
-        return as_domain([int(shape)]).sizes
-    return as_domain(shape).sizes
+from operators.domains import Shape, shape_sizes
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,7 +111,7 @@ def _block_labels(dims: tuple[int, ...], block: tuple[int, ...]) -> np.ndarray:
 
 def grid(shape: Shape, cell_shape: int | tuple[int, ...]) -> Partition:
     """Blocks of ``cell_shape`` cells (the last block along a side may be smaller)."""
-    dims = _dims(shape)
+    dims = shape_sizes(shape)
     block = (int(cell_shape),) * len(dims) if np.ndim(cell_shape) == 0 else tuple(int(b) for b in cell_shape)
     if len(block) != len(dims) or min(block) < 1:
         raise ValueError(f"cell_shape must give a positive size for each of the {len(dims)} dimensions")
@@ -128,14 +120,14 @@ def grid(shape: Shape, cell_shape: int | tuple[int, ...]) -> Partition:
 
 def stripe(shape: Shape, attribute: int) -> Partition:
     """One group per 1-D stripe along ``attribute``: cells that agree on every other attribute."""
-    dims = _dims(shape)
+    dims = shape_sizes(shape)
     _check_attribute(dims, attribute)
     return Partition(_block_labels(dims, tuple(n if i == attribute else 1 for i, n in enumerate(dims))))
 
 
 def marginal(shape: Shape, attribute: int) -> Partition:
     """One group per value of ``attribute``: reducing by it gives that attribute's marginal."""
-    dims = _dims(shape)
+    dims = shape_sizes(shape)
     _check_attribute(dims, attribute)
     return Partition(np.indices(dims)[attribute].ravel())
 

@@ -19,7 +19,7 @@ from typing import Literal
 
 import numpy as np
 
-from kernel.domain import DomainLike, as_domain
+from operators.domains import DomainLike, as_domain
 from kernel.matrix import (
     AllRange,
     Identity,

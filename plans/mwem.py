@@ -31,6 +31,7 @@ import numpy as np
 from kernel.matrix import Matrix, Product, Sparse, VStack
 from kernel.matrix.threads import single_threaded_blas
 from operators import measure
+from operators import algebra
 from operators.client import Handle
 from operators.inference import SPARSE_NONZEROS, Measurement, known_total, multiplicative_weights, nnls
 from operators.linalg import explicit_sparse
@@ -86,7 +87,7 @@ def run(
     with single_threaded_blas():  # many small products: a second BLAS thread only adds synchronisation
         for t in range(rounds):
             selected.append(measure.worst_approx(vector, workload, x, step))
-            row = workload.rows(selected[-1])
+            row = algebra.rows(workload, selected[-1])
             query = classic.mwem_h2_augmentation(row, n, t) if augment else Sparse(row)  # a box: its cells only
             history.append(measure.laplace(vector, query, step))
             if inference == "mw":

@@ -19,7 +19,8 @@ import ektelo_ng as ek
 from ektelo_ng.session import open_table
 from kernel.domain import Domain
 from kernel.matrix import Identity, Ones
-from kernel.predicate import And, Between, Compare, In, Not, Or, attr
+from kernel.predicate import And, Between, Compare, In, Not, Or
+from operators.predicates import attr
 from kernel.service import Kernel
 from kernel.table import TableBackend, load_table
 from plans.catalog import catalog

@@ -16,7 +16,7 @@ from scipy import stats
 import ektelo_ng as ek
 from operators.client import InvalidRequestError, UnknownSourceError
 from kernel.matrix import Dense, Identity, Kronecker, Prefix, Total
-from kernel.predicate import attr
+from operators.predicates import attr
 
 DOMAIN = ek.Domain.from_dict({"sex": ["F", "M"], "age": 8, "zone": 5})
 

@@ -39,7 +39,7 @@ from kernel.matrix import (
     WidthRange,
     from_spec,
 )
-from operators.algebra import Sum, frobenius_squared, gram, pinv, trace
+from operators.algebra import Sum, frobenius_squared, gram, pinv, rows, trace
 
 # ---- independent dense oracles for the leaves -------------------------------------------
 
@@ -259,8 +259,8 @@ def test_gram_norms_trace_rows_match_dense(pair):
     assert math.isclose(trace(G), np.trace(D.T @ D), rel_tol=1e-9, abs_tol=1e-12)
     close(A.abs().dense(), np.abs(D))
     close(A.square().dense(), D**2)
-    rows = [0, D.shape[0] - 1]
-    close(A.rows(rows), D[rows])
+    selected = [0, D.shape[0] - 1]
+    close(rows(A, selected), D[selected])
 
 
 @SETTINGS
@@ -287,6 +287,7 @@ def test_closed_form_grams(n):
     for A in [Prefix(n), Suffix(n), AllRange(n), WidthRange(n, max(1, n // 3)), Hierarchical(n, 3)]:
         D = A.dense()
         close(gram(A).dense(), D.T @ D)
+        close(A.gram().dense(), D.T @ D)  # the public A.gram() of DESIGN.md: the implicit product
         close(gram(A) @ np.arange(n, dtype=float), D.T @ D @ np.arange(n, dtype=float))
         assert trace(gram(A)) == pytest.approx(np.trace(D.T @ D))
 
@@ -294,7 +295,7 @@ def test_closed_form_grams(n):
 def test_sums_and_client_algebra_stay_out_of_the_kernel():
     with pytest.raises(TypeError, match="the kernel takes no sums"):
         Kronecker([Sum([Identity(2), Ones(2, 2)]), Prefix(3)]).to_spec()
-    for name in ("gram", "pinv", "trace", "frobenius_squared", "__add__"):
+    for name in ("pinv", "trace", "frobenius_squared", "__add__", "rows"):
         assert not hasattr(Matrix, name), name
     with pytest.raises(ValueError):
         from_spec({"kind": "sum", "terms": [{"kind": "identity", "n": 2}]})

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel.domain import Domain
-from kernel.predicate import And, Between, Compare, In, Not, Or, PredicateAdapter, attr, validate_predicate
+from kernel.predicate import And, Between, Compare, In, Not, Or, PredicateAdapter, validate_predicate
+from operators.predicates import attr
 from ektelo_ng.session import open_table
 from kernel.table import load_table
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -46,16 +46,6 @@ def leaf_codes(node, domain: Domain) -> list[int]:
     """The integer codes a predicate leaf compares with (labels looked up in the domain)."""
     values = [node.value] if isinstance(node, Compare) else [node.low, node.high] if isinstance(node, Between) else None
     return [_code(domain, node.attribute, v) for v in (values or node.values)]
-
-
-def check_columns(columns: Sequence[str], domain: Domain) -> None:
-    missing = [n for n in domain.names if n not in columns]
-    extra = [n for n in columns if n not in domain.names]
-    if missing or extra:
-        raise ValueError(
-            f"table columns do not match the domain: missing {missing}, unknown {extra}; "
-            f"the domain has {list(domain.names)}"
-        )
 
 
 def check_outside(domain: Domain, outside: Mapping[str, int]) -> None:

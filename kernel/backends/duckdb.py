@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kernel.backends import check_columns, check_outside, fill, leaf_codes, require, source_format
+from kernel.backends import check_outside, fill, leaf_codes, require, source_format
 from kernel.domain import Attribute, Domain
 from kernel.predicate import And, Between, Compare, In, Not, Or
-from kernel.table import TableBackend
+from kernel.table import TableBackend, check_columns
 
 _INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
 _OPS = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kernel.backends import check_columns, check_outside, fill, leaf_codes, require, source_format
+from kernel.backends import check_outside, fill, leaf_codes, require, source_format
 from kernel.domain import Attribute, Domain
 from kernel.predicate import _OPS, And, Between, Compare, In, Not, Or
-from kernel.table import TableBackend
+from kernel.table import TableBackend, check_columns
 
 
 def _code_column(attribute: Attribute, dtype, F, T):

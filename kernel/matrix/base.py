@@ -51,12 +51,6 @@ class Matrix(ABC):
     def _rmatmat(self, Y: np.ndarray) -> np.ndarray:
         """A.T @ Y for a 2-D array Y with shape (m, k)."""
 
-    def matvec(self, x: np.ndarray) -> np.ndarray:
-        return self @ x
-
-    def rmatvec(self, y: np.ndarray) -> np.ndarray:
-        return self.T @ y
-
     def __matmul__(self, other):
         if isinstance(other, Matrix):
             return Product([self, other])
@@ -81,11 +75,10 @@ class Matrix(ABC):
 
     __rmul__ = __mul__
 
-    def __neg__(self) -> Matrix:
-        return self * -1.0
-
-    def __truediv__(self, weight) -> Matrix:
-        return self * (1.0 / float(weight))
+    def gram(self) -> Matrix:
+        """A.T @ A as an implicit product (each factor's fast products); ``operators.algebra.gram``
+        adds the closed forms that strategy optimizers need."""
+        return Product([self.T, self])
 
     def abs(self) -> Matrix:
         """Elementwise absolute value."""
@@ -113,16 +106,6 @@ class Matrix(ABC):
     def dense(self) -> np.ndarray:
         """All entries as a numpy array (explicit, may be large)."""
         return self._matmat(np.eye(self.shape[1]))
-
-    def rows(self, index) -> np.ndarray:
-        """Selected rows as a dense 2-D array."""
-        index = np.atleast_1d(np.asarray(index, dtype=np.int64))
-        m = self.shape[0]
-        if index.size and (index.min() < -m or index.max() >= m):
-            raise IndexError(f"row index out of range for a matrix with {m} rows")
-        units = np.zeros((m, index.size))
-        units[index % m, np.arange(index.size)] = 1.0
-        return self._rmatmat(units).T
 
     # ---- serialization ----------------------------------------------------------------
     @abstractmethod

@@ -48,9 +48,6 @@ class Dense(Matrix):
     def dense(self) -> np.ndarray:
         return self.array.copy()
 
-    def rows(self, index) -> np.ndarray:
-        return self.array[np.atleast_1d(index)]
-
     def to_spec(self):
         from kernel.matrix.spec import ArrayData, DenseSpec
 
@@ -95,9 +92,6 @@ class Sparse(Matrix):
 
     def dense(self) -> np.ndarray:
         return self.matrix.toarray()
-
-    def rows(self, index) -> np.ndarray:
-        return self.matrix[np.atleast_1d(index)].toarray()
 
     def to_spec(self):
         from kernel.matrix.spec import ArrayData, SparseSpec

@@ -27,7 +27,6 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from kernel.domain import DomainLike, as_domain
 from kernel.matrix import (
     Dense,
     Diagonal,
@@ -44,9 +43,8 @@ from kernel.matrix import (
     VStack,
 )
 from operators import algebra
+from operators.domains import Shape, shape_sizes
 from operators.linalg import explicit_sparse
-
-Shape = int | DomainLike
 
 #: Entries of a structured Gram product computed at once by ``greedy_h`` (small: cache-friendly).
 _CHUNK_ENTRIES = 1 << 15
@@ -54,25 +52,19 @@ _CHUNK_ENTRIES = 1 << 15
 EXPLICIT_NONZEROS = 1 << 25
 
 
-def _dims(shape: Shape) -> tuple[int, ...]:
-    if hasattr(shape, "__index__") and not isinstance(shape, bool):
-        return as_domain([int(shape)]).sizes
-    return as_domain(shape).sizes
-
-
 def _per_dimension(shape: Shape, block) -> Matrix:
-    dims = _dims(shape)
+    dims = shape_sizes(shape)
     return block(dims[0]) if len(dims) == 1 else Kronecker([block(n) for n in dims])
 
 
 def identity(shape: Shape) -> Matrix:
     """Measure every cell (the Laplace mechanism on the histogram)."""
-    return Identity(math.prod(_dims(shape)))
+    return Identity(math.prod(shape_sizes(shape)))
 
 
 def total(shape: Shape) -> Matrix:
     """Measure only the total count (DPBench's Uniform)."""
-    return Total(math.prod(_dims(shape)))
+    return Total(math.prod(shape_sizes(shape)))
 
 
 def prefix(n: int) -> Matrix:
@@ -117,7 +109,7 @@ def hb(shape: Shape) -> Matrix:
 
     In d-D, b is chosen for the whole domain size and used in every dimension (Kronecker).
     """
-    dims = _dims(shape)
+    dims = shape_sizes(shape)
     branching, _ = hb_branching(math.prod(dims))
     return _per_dimension(dims, lambda n: _hb_tree(n, branching))
 
@@ -314,7 +306,7 @@ def quadtree(shape: Shape) -> Matrix:
 
     Boxes are listed level by level; a side of s cells splits into s // 2 and the rest.
     """
-    dims = _dims(shape)
+    dims = shape_sizes(shape)
     lo, hi = np.zeros((1, len(dims)), dtype=np.int64), np.array([dims], dtype=np.int64) - 1
     los, his = [lo], [hi]
     while True:
@@ -359,7 +351,7 @@ def uniform_grid(shape: Shape, scale_estimate: float, epsilon: float, c: float =
     (the last one truncated), g = ceil((#cells / M)^(1/d)): DPBench's ceil(sqrt(n m / M)) in
     2-D; M <= 0 gives one cell, the total.
     """
-    dims = np.array(_dims(shape))
+    dims = np.array(shape_sizes(shape))
     target = scale_estimate * epsilon / c
     side = int(dims.max()) if target <= 0 else math.ceil((dims.prod() / target) ** (1.0 / dims.size))
     side = min(max(side, 1), int(dims.max()))
@@ -369,7 +361,7 @@ def uniform_grid(shape: Shape, scale_estimate: float, epsilon: float, c: float =
 
 
 def _two_dimensional(shape: Shape) -> tuple[int, int]:
-    dims = _dims(shape)
+    dims = shape_sizes(shape)
     if len(dims) != 2:
         raise ValueError(f"AdaptiveGrid is defined for 2-D domains, got {len(dims)} dimensions")
     return dims
@@ -408,7 +400,7 @@ def adaptive_grid_level2(level1: Ranges, noisy_counts, epsilon: float, c2: float
 def stripe(shape: Shape, attribute: int) -> Matrix:
     """Stripe(attr) (HB-Striped_kron): HB on ``attribute`` (branching for its own size),
     identity on every other attribute: the same HB measured on every 1-D stripe."""
-    dims = _dims(shape)
+    dims = shape_sizes(shape)
     if not 0 <= attribute < len(dims):
         raise ValueError(f"attribute must be a position 0..{len(dims) - 1}, got {attribute}")
     branching, _ = hb_branching(dims[attribute])

@@ -38,8 +38,9 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from kernel.domain import Domain, DomainLike, as_domain
+from kernel.domain import Domain
 from operators import privacy
+from operators.domains import DomainLike, as_domain
 from operators.linalg import preconditioned_cg
 from operators.residual import (
     ResidualReconstruction,

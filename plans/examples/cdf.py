@@ -16,7 +16,7 @@ import numpy as np
 
 from operators.client import Handle
 from kernel.matrix import Identity, Matrix, Prefix
-from kernel.predicate import attr
+from operators.predicates import attr
 from operators import measure
 from operators.inference import ahp_threshold, nnls
 from operators.partition import ahp_cluster

@@ -14,7 +14,7 @@ from typing import Union
 
 import numpy as np
 
-from kernel.domain import DomainLike, as_domain
+from operators.domains import DomainLike, as_domain
 from operators.selection.query_smasher.classes import (
     CLASSES,
     QueryClass,

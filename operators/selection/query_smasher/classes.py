@@ -20,7 +20,7 @@ from typing import Literal
 
 import numpy as np
 
-from kernel.domain import DomainLike, as_domain
+from operators.domains import DomainLike, as_domain
 from kernel.matrix import AllRange, Dense, Identity, Kronecker, Matrix, Prefix
 
 QueryClass = Literal["marginal", "prefix", "range", "circular", "affine", "abs", "random"]

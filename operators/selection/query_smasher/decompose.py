@@ -167,7 +167,7 @@ class Entry:
     def dense_rows(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` as a dense tensor over ``subset`` (sorted) axes: ``(k, sizes...)``."""
         if isinstance(self.matrix, Matrix):
-            block = self.matrix.rows(np.arange(start, stop))
+            block = algebra.rows(self.matrix, np.arange(start, stop))
         else:
             block = np.asarray(self.matrix[start:stop], dtype=np.float64)
         t = block.reshape((stop - start, *self.sizes))

@@ -1,0 +1,35 @@
+"""Domains as clients may give them: a kernel ``Domain``, a plain list of attribute sizes, or one size.
+
+The kernel only ever receives ``Domain`` models; accepting the shorthands is client convenience.
+
+>>> as_domain([2, 3]).names
+('a0', 'a1')
+>>> shape_sizes(5), shape_sizes([4, 4])
+((5,), (4, 4))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Union
+
+from kernel.domain import Domain
+
+DomainLike = Union[Domain, Sequence[int]]
+Shape = Union[int, DomainLike]
+
+
+def as_domain(domain: DomainLike) -> Domain:
+    """Accept a Domain or a plain list of attribute sizes."""
+    if isinstance(domain, Domain):
+        return domain
+    if isinstance(domain, (str, bytes)) or not isinstance(domain, Iterable):
+        raise TypeError(f"expected a Domain or a list of attribute sizes, got {type(domain).__name__}")
+    return Domain.from_sizes(list(domain))
+
+
+def shape_sizes(shape: Shape) -> tuple[int, ...]:
+    """The attribute sizes of a domain, a list of sizes, or a single size (one attribute)."""
+    if hasattr(shape, "__index__") and not isinstance(shape, bool):
+        return as_domain([int(shape)]).sizes
+    return as_domain(shape).sizes
