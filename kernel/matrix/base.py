@@ -80,14 +80,6 @@ class Matrix(ABC):
         adds the closed forms that strategy optimizers need."""
         return Product([self.T, self])
 
-    def abs(self) -> Matrix:
-        """Elementwise absolute value."""
-        return self if self.binary else _dense_elementwise(self, np.abs)
-
-    def square(self) -> Matrix:
-        """Elementwise square."""
-        return self if self.binary else _dense_elementwise(self, np.square)
-
     # ---- norms ------------------------------------------------------------------------
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         """L1 or L2 norm of every column, without materializing when structure allows."""
@@ -115,7 +107,6 @@ class Matrix(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}{self.shape}"
 
-
 # ---- generic compositions -------------------------------------------------------------
 
 
@@ -136,12 +127,6 @@ class Transpose(Matrix):
     @property
     def T(self) -> Matrix:
         return self.base
-
-    def abs(self) -> Matrix:
-        return self.base.abs().T
-
-    def square(self) -> Matrix:
-        return self.base.square().T
 
     def to_spec(self):
         from kernel.matrix.spec import TransposeSpec
@@ -175,12 +160,6 @@ class Weighted(Matrix):
         return Weighted(self.base, self.weight * float(weight))
 
     __rmul__ = __mul__
-
-    def abs(self) -> Matrix:
-        return Weighted(self.base.abs(), abs(self.weight))
-
-    def square(self) -> Matrix:
-        return Weighted(self.base.square(), self.weight**2)
 
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         return abs(self.weight) * self.base.column_norms(norm)
@@ -227,30 +206,14 @@ class Product(Matrix):
         return Product([f.T for f in reversed(self.factors)])
 
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
-        # diag(w) @ B: exact from |B| (or B*B) and the weights, no materialization.
+        # diag(w) @ B with B 0/1 (weighted intervals): |B| = B * B = B, so no materialization is needed.
         from kernel.matrix.blocks import Diagonal
 
-        if len(self.factors) == 2 and isinstance(self.factors[0], Diagonal):
-            w, B = self.factors[0].values, self.factors[1]
-            if norm == "l1":
-                return B.abs().T @ np.abs(w)
+        if len(self.factors) == 2 and isinstance(self.factors[0], Diagonal) and self.factors[1].binary:
             _check_norm(norm)
-            return np.sqrt(np.maximum(B.square().T @ (w * w), 0.0))
+            w, B = self.factors[0].values, self.factors[1]
+            return B.T @ np.abs(w) if norm == "l1" else np.sqrt(B.T @ (w * w))
         return _column_norms_blockwise(self, norm)
-
-    def abs(self) -> Matrix:
-        from kernel.matrix.blocks import Diagonal
-
-        if all(isinstance(f, Diagonal) for f in self.factors[:-1]):
-            return Product([f.abs() for f in self.factors])
-        return super().abs()
-
-    def square(self) -> Matrix:
-        from kernel.matrix.blocks import Diagonal
-
-        if all(isinstance(f, Diagonal) for f in self.factors[:-1]):
-            return Product([f.square() for f in self.factors])
-        return super().square()
 
     def dense(self) -> np.ndarray:
         if len(self.factors) == 1:
@@ -261,7 +224,6 @@ class Product(Matrix):
         from kernel.matrix.spec import ProductSpec
 
         return ProductSpec(factors=[f.to_spec() for f in self.factors])
-
 
 # ---- helpers ----------------------------------------------------------------------------
 
@@ -298,14 +260,3 @@ def _column_norms_blockwise(A: Matrix, norm: Norm) -> np.ndarray:
         block = A._matmat(_unit_columns(n, start, stop))
         out[start:stop] = np.abs(block).sum(axis=0) if norm == "l1" else np.sqrt((block * block).sum(axis=0))
     return out
-
-
-def _dense_elementwise(A: Matrix, fn) -> Matrix:
-    m, n = A.shape
-    if m * n > _BLOCK_ENTRIES:
-        raise NotImplementedError(
-            f"elementwise |A| of a {type(A).__name__} of shape {A.shape} needs structure it does not have"
-        )
-    from kernel.matrix.dense import Dense
-
-    return Dense(fn(A.dense()))

@@ -124,12 +124,6 @@ class Diagonal(Matrix):
     def T(self) -> Matrix:
         return self
 
-    def abs(self) -> Matrix:
-        return Diagonal(np.abs(self.values))
-
-    def square(self) -> Matrix:
-        return Diagonal(self.values**2)
-
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         _check_norm(norm)
         return np.abs(self.values)
@@ -141,7 +135,6 @@ class Diagonal(Matrix):
         from kernel.matrix.spec import ArrayData, DiagonalSpec
 
         return DiagonalSpec(values=ArrayData.of(self.values))
-
 
 # ---- interval families ----------------------------------------------------------------
 

@@ -81,12 +81,6 @@ class Kronecker(Matrix):
     def T(self) -> Matrix:
         return Kronecker([f.T for f in self.factors])
 
-    def abs(self) -> Matrix:
-        return self if self.binary else Kronecker([f.abs() for f in self.factors])
-
-    def square(self) -> Matrix:
-        return self if self.binary else Kronecker([f.square() for f in self.factors])
-
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         return reduce(lambda a, b: np.multiply.outer(a, b).ravel(), [f.column_norms(norm) for f in self.factors])
 
@@ -131,12 +125,6 @@ class VStack(Matrix):
     def T(self) -> Matrix:
         return HStack([b.T for b in self.blocks])
 
-    def abs(self) -> Matrix:
-        return self if self.binary else VStack([b.abs() for b in self.blocks])
-
-    def square(self) -> Matrix:
-        return self if self.binary else VStack([b.square() for b in self.blocks])
-
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         _check_norm(norm)
         if norm == "l1":
@@ -179,12 +167,6 @@ class HStack(Matrix):
     @property
     def T(self) -> Matrix:
         return VStack([b.T for b in self.blocks])
-
-    def abs(self) -> Matrix:
-        return self if self.binary else HStack([b.abs() for b in self.blocks])
-
-    def square(self) -> Matrix:
-        return self if self.binary else HStack([b.square() for b in self.blocks])
 
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         return np.concatenate([b.column_norms(norm) for b in self.blocks])

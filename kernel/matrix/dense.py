@@ -35,12 +35,6 @@ class Dense(Matrix):
     def T(self) -> Matrix:
         return Dense(self.array.T)
 
-    def abs(self) -> Matrix:
-        return Dense(np.abs(self.array))
-
-    def square(self) -> Matrix:
-        return Dense(self.array**2)
-
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         _check_norm(norm)
         return np.abs(self.array).sum(axis=0) if norm == "l1" else np.sqrt((self.array**2).sum(axis=0))
@@ -77,12 +71,6 @@ class Sparse(Matrix):
     @property
     def T(self) -> Matrix:
         return Sparse(self.matrix.T)
-
-    def abs(self) -> Matrix:
-        return Sparse(abs(self.matrix))
-
-    def square(self) -> Matrix:
-        return Sparse(self.matrix.multiply(self.matrix))
 
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         _check_norm(norm)
