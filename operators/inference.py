@@ -29,15 +29,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 import scipy.optimize
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator, lsmr
 
 from kernel.matrix import Dense, Kronecker, Matrix, Product, Total, VStack, Weighted
 from kernel.matrix.threads import single_threaded_blas
-from operators.algebra import gram
-from operators.linalg import explicit_sparse
+from operators.linalg import explicit_sparse, gram_inverse_root
 
 #: Largest Kronecker factor whose Gram the direct solver forms and pseudo-inverts densely.
 DIRECT_FACTOR_LIMIT = 4096
@@ -164,19 +162,9 @@ def _direct_kronecker(measurements: Sequence[Measurement]) -> np.ndarray | None:
 
 
 def _gram_pinv(A: Matrix) -> np.ndarray:
-    """(A^T A)^+ densely: Cholesky when A has full column rank, else eigen-decomposition."""
-    n = A.shape[1]
-    G = gram(A) @ np.eye(n)
-    G = (G + G.T) / 2
-    try:
-        factor = scipy.linalg.cho_factor(G)
-        if np.min(np.diag(factor[0])) ** 2 > np.max(np.diag(G)) * n * 1e-12:
-            return scipy.linalg.cho_solve(factor, np.eye(n))
-    except np.linalg.LinAlgError:
-        pass
-    values, vectors = np.linalg.eigh(G)
-    keep = values > values.max(initial=0.0) * n * np.finfo(float).eps
-    return (vectors[:, keep] / values[keep]) @ vectors[:, keep].T
+    """(A^T A)^+ densely (operators.linalg.gram_inverse_root)."""
+    root, _ = gram_inverse_root(A)
+    return root @ root.T
 
 
 def nnls(

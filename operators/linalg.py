@@ -6,9 +6,32 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 
 from kernel.matrix import Dense, Diagonal, Identity, Intervals, Matrix, Ones, Product, Ranges, Sparse, VStack, Weighted
+from operators.algebra import gram
+
+
+def gram_inverse_root(A: Matrix) -> tuple[np.ndarray, np.ndarray | None]:
+    """(F, None) with F F^T = (A^T A)^{-1} when A has full column rank; otherwise (F, B) with
+    F F^T = (A^T A)^+ and B an orthonormal basis of A's row space (for support checks).
+
+    Full rank means a Cholesky factor U (A^T A = U^T U, F = U^{-1}) whose every pivot keeps more
+    than n eps of its column's squared norm; a rounding-level pivot means a singular A^T A.
+    """
+    G = gram(A).dense()
+    G = (G + G.T) / 2
+    tolerance = G.shape[0] * np.finfo(float).eps
+    upper, info = scipy.linalg.lapack.dpotrf(G, lower=0, clean=1)
+    if info == 0 and np.all(np.diag(upper) ** 2 > tolerance * np.diag(G)):
+        inverse, info = scipy.linalg.lapack.dtrtri(upper, lower=0)
+        if info == 0:
+            return inverse, None
+    eigenvalues, vectors = np.linalg.eigh(G)
+    keep = eigenvalues > eigenvalues.max(initial=0.0) * tolerance
+    basis = vectors[:, keep]
+    return basis / np.sqrt(eigenvalues[keep]), basis
 
 
 def preconditioned_cg(

@@ -37,6 +37,7 @@ from scipy.optimize import Bounds, minimize
 from kernel.matrix import Dense, Diagonal, HStack, Identity, Intervals, Matrix, Ones, Product, Total, VStack
 from kernel.matrix.threads import single_threaded_blas
 from operators import algebra
+from operators.linalg import gram_inverse_root
 from operators.selection.hdmm.gram import Gram
 from operators.selection.strategy import Noise
 
@@ -236,7 +237,7 @@ def factor_error(A: Matrix, gram: Gram, noise: Noise) -> float:
     if isinstance(A, PIdentity) and noise == "laplace" and gram.n > DENSE_ERROR_LIMIT:
         return pidentity_loss(A.theta, gram)[0]
     with single_threaded_blas():
-        root, basis = _inverse_root(A)
+        root, basis = gram_inverse_root(A)
         if basis is not None and not _supported(gram.trace, np.sum(basis * gram.matmat(basis))):
             return math.inf
         return _sensitivity2(A, noise) * float(np.sum(root * gram.matmat(root)))
@@ -251,7 +252,7 @@ def row_errors(A: Matrix, rows: Intervals, noise: Noise) -> np.ndarray:
     if isinstance(A, Identity):
         return lengths
     with single_threaded_blas():
-        root, basis = _inverse_root(A)
+        root, basis = gram_inverse_root(A)
         errors = _sensitivity2(A, noise) * np.sum((rows @ root) ** 2, axis=1)
         if basis is not None:
             captured = np.sum((rows @ basis) ** 2, axis=1)
@@ -261,26 +262,6 @@ def row_errors(A: Matrix, rows: Intervals, noise: Noise) -> np.ndarray:
 
 def _sensitivity2(A: Matrix, noise: Noise) -> float:
     return A.sensitivity("l1" if noise == "laplace" else "l2") ** 2
-
-
-def _inverse_root(A: Matrix) -> tuple[np.ndarray, np.ndarray | None]:
-    """(F, None) with F F^T = (A^T A)^{-1} when A has full column rank; otherwise (F, B) with
-    F F^T = (A^T A)^+ and B an orthonormal basis of A's row space (for the support check).
-
-    Full rank means a Cholesky factor U (A^T A = U^T U, F = U^{-1}) whose every pivot keeps more
-    than n eps of its column's squared norm; a rounding-level pivot means a singular A^T A.
-    """
-    G = algebra.gram(A).dense()
-    tolerance = G.shape[0] * np.finfo(float).eps
-    upper, info = scipy.linalg.lapack.dpotrf(G, lower=0, clean=1)
-    if info == 0 and np.all(np.diag(upper) ** 2 > tolerance * np.diag(G)):
-        inverse, info = scipy.linalg.lapack.dtrtri(upper, lower=0)
-        if info == 0:
-            return inverse, None
-    eigenvalues, vectors = np.linalg.eigh(G)
-    keep = eigenvalues > eigenvalues.max(initial=0.0) * tolerance
-    basis = vectors[:, keep]
-    return basis / np.sqrt(eigenvalues[keep]), basis
 
 
 def _supported(total, captured):
