@@ -1,0 +1,372 @@
+"""A hostile analyst against the kernel, through the JSON protocol only.
+
+Every test speaks raw JSON, as a remote analyst can, to a kernel in this process (``Kernel.handle_json``)
+and to one served on a unix socket (``kernel.server``), and checks one promise of docs/privacy/:
+
+1. derived sensitivities bound what the released arithmetic can change by (audited on neighbouring
+   tables with the same seed, so the noise cancels and the gap is the pre-noise difference);
+2. whether a request fails is decided from public quantities, before the charge;
+3. numbers are bounded before any work;
+4. memory is bounded before any allocation, and sources can be released;
+5. the samplers reach every value the exact distribution gives (no float-truncated tail).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from kernel.privacy import PureDP, ZCDP
+from kernel.server import make_server, read_frame, write_frame
+from kernel.service import Kernel
+from kernel.table import load_table
+from kernel.domain import Domain
+
+C53 = 2.0**53  # (C - 1) * x rounds once x > 2^15 or so: C x - (C - 1) x jumps from 32768 to 65536 between 32768 and 32769
+
+
+# ---- raw protocol ------------------------------------------------------------------------
+
+
+def array(values, dtype="float64") -> dict:
+    data = np.ascontiguousarray(values, dtype="<f8" if dtype == "float64" else "<i8")
+    return {"dtype": dtype, "shape": list(data.shape), "base64": base64.b64encode(data.tobytes()).decode()}
+
+
+def dense(rows) -> dict:
+    return {"kind": "dense", "data": array(np.array(rows, dtype=float).reshape(len(rows), -1))}
+
+
+def diagonal(values) -> dict:
+    return {"kind": "diagonal", "values": array(values)}
+
+
+def product(*factors) -> dict:
+    return {"kind": "product", "factors": list(factors)}
+
+
+def identity(n) -> dict:
+    return {"kind": "identity", "n": n}
+
+
+def ones(rows, cols) -> dict:
+    return {"kind": "ones", "rows": rows, "cols": cols}
+
+
+class Analyst:
+    """Sends JSON requests and returns JSON replies, in process or over a socket."""
+
+    def __init__(self, kernel: Kernel, remote: bool):
+        self.kernel = kernel
+        self._server = None
+        if remote:
+            self._server = make_server(kernel, "unix:" + _socket_path())
+            threading.Thread(target=self._server.serve_forever, daemon=True).start()
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._sock.connect(self._server.server_address)
+
+    def send(self, request: dict) -> dict:
+        text = json.dumps(request)
+        if self._server is None:
+            return json.loads(self.kernel.handle_json(text))
+        write_frame(self._sock, text.encode())
+        reply = read_frame(self._sock)
+        if reply is None:
+            raise ConnectionError("the kernel dropped the connection")
+        return json.loads(reply)
+
+    def close(self):
+        if self._server is not None:
+            self._sock.close()
+            self._server.shutdown()
+            self._server.server_close()
+
+    def root(self) -> str:
+        return self.send({"op": "root"})["source"]
+
+    def vector(self) -> str:
+        return self.send({"op": "vectorize", "source": self.root()})["source"]
+
+    def spent(self):
+        return self.send({"op": "budget"})["spent"]
+
+
+_counter = iter(range(10**9))
+
+
+def _socket_path() -> str:
+    import tempfile
+
+    return f"{tempfile.gettempdir()}/ektelo-adversarial-{next(_counter)}-{time.monotonic_ns()}.sock"
+
+
+def make_kernel(counts, budget, seed=None) -> Kernel:
+    counts = np.asarray(counts, dtype=np.int64)
+    domain = Domain.from_sizes([counts.size], names=["a"])
+    return Kernel(load_table({"a": np.repeat(np.arange(counts.size), counts)}, domain), budget, seed=seed)
+
+
+@pytest.fixture(params=["in_process", "served"])
+def remote(request):
+    return request.param == "served"
+
+
+def analyst(counts, budget=PureDP(1), seed=None, remote=False) -> Analyst:
+    return Analyst(make_kernel(counts, budget, seed), remote)
+
+
+def neighbour_replies(counts, cell, send, budget, remote):
+    """The replies of one request sequence on a table and on its neighbour with one more record in
+    ``cell``, from kernels with the same seed (the noise is then the same draw in both)."""
+    replies = []
+    for extra in (0, 1):
+        data = np.array(counts)
+        data[cell] += extra
+        a = analyst(data, budget, seed=12345, remote=remote)
+        try:
+            replies.append((send(a), a.spent()))
+        finally:
+            a.close()
+    return replies
+
+
+def assert_within_charged_sensitivity(counts, cell, send, budget, remote):
+    """Either both neighbours are refused alike with nothing charged, or the answers differ by at most the
+    sensitivity the kernel charged for (Laplace: scale * epsilon in L1; Gaussian: sigma * sqrt(2 rho) in L2)."""
+    (first, spent_first), (second, spent_second) = neighbour_replies(counts, cell, send, budget, remote)
+    assert first.get("kind") == second.get("kind"), f"the outcome depends on the data: {first} / {second}"
+    if first["kind"] == "error":
+        assert first["error"] == second["error"]
+        assert float(spent_first[next(k for k in spent_first if k != "kind")]) == 0, "a refused request was charged"
+        return
+    answers = [first] if first["kind"] == "answer" else first["answers"]
+    others = [second] if second["kind"] == "answer" else second["answers"]
+    for a, b in zip(answers, others):
+        values_a, values_b = _values(a), _values(b)
+        assert np.all(np.isfinite(values_a)) and np.all(np.isfinite(values_b)), "a non-finite value was released"
+        charge = a["charge"]
+        if a["noise"] == "laplace":
+            gap, bound = np.abs(values_a - values_b).sum(), a["scale"] * float(charge.get("epsilon") or
+                                                                                 np.sqrt(2 * float(charge["rho"])))
+        else:
+            gap, bound = np.sqrt(((values_a - values_b) ** 2).sum()), a["scale"] * np.sqrt(2 * float(charge["rho"]))
+        assert gap <= bound * (1 + 1e-9), f"neighbours' answers differ by {gap}, the charge covers {bound}"
+
+
+def _values(answer) -> np.ndarray:
+    data = answer["values"]
+    return np.frombuffer(base64.b64decode(data["base64"]), dtype="<f8").reshape(data["shape"])
+
+
+# ---- 1. derived sensitivity and stability bound the released arithmetic -----------------
+
+# Factors whose product is exactly 1 on a unit count and exactly x / 2 on larger ones in floats:
+# x * 2^-1074 is a subnormal, halving it rounds 1 to 0 (ties to even), and 2^1074 brings it back.
+VANISHING_ON_UNITS = [dense([[2.0**74]]), dense([[2.0**1000]]), dense([[0.5]]), dense([[2.0**-1074]])]
+
+
+def test_a_product_that_vanishes_on_unit_vectors_is_not_a_free_transform(remote):
+    a = analyst([10, 20, 31], PureDP(1), remote=remote)
+    try:
+        x = a.vector()
+        cells = [{"kind": "kronecker", "factors": [f, identity(3)]} for f in VANISHING_ON_UNITS]
+        reply = a.send({"op": "transform", "source": x, "matrix": product(*cells)})
+        if reply["kind"] == "error":
+            return
+        answer = a.send({"op": "laplace", "source": reply["source"], "matrix": identity(3), "epsilon": "1000"})
+        assert answer["kind"] == "error" or float(a.spent()["epsilon"]) > 0, "exact counts for free"
+    finally:
+        a.close()
+
+
+CANCELLING = product(dense([[1.0, -1.0]]), dense([[C53], [C53 - 1]]))
+
+
+def kron(*factors) -> dict:
+    return {"kind": "kronecker", "factors": list(factors)}
+
+
+# Kronecker factors this small are multiplied out (exactly, here) before use, so the cancellation is
+# spread across a product of Kronecker products instead.
+CANCELLING_PAIRS = product(kron(dense([[1.0, -1.0]]), identity(2)), kron(dense([[C53], [C53 - 1]]), identity(2)))
+
+
+@pytest.mark.parametrize("matrix, counts", [
+    pytest.param(CANCELLING, [32768], id="product"),
+    pytest.param(CANCELLING_PAIRS, [32768, 7], id="kronecker"),
+    pytest.param({"kind": "vstack", "blocks": [CANCELLING_PAIRS, identity(2)]}, [32768, 7], id="stack"),
+    pytest.param({"kind": "transpose", "base": product(kron(dense([[C53, C53 - 1]]), identity(2)),
+                                                       kron(dense([[1.0], [-1.0]]), identity(2)))},
+                 [32768, 7], id="transpose"),
+    pytest.param({"kind": "weighted", "weight": 2.0**-20, "base": product(
+        kron(dense([[2.0**20, -(2.0**20)]]), identity(2)), kron(dense([[C53], [C53 - 1]]), identity(2)))},
+                 [32768, 7], id="weights"),
+])
+def test_laplace_on_cancelling_matrices_is_charged_for_what_floats_release(matrix, counts, remote):
+    def send(a):
+        return a.send({"op": "laplace", "source": a.vector(), "matrix": matrix, "epsilon": "1"})
+
+    assert_within_charged_sensitivity(counts, 0, send, PureDP(1), remote)
+
+
+def test_gaussian_batches_on_cancelling_matrices_are_charged_for_what_floats_release(remote):
+    matrix = CANCELLING_PAIRS
+
+    def send(a):
+        x = a.vector()
+        return a.send({"op": "gaussian_batch", "matrices": [matrix, identity(2)],
+                       "items": [{"source": x, "matrix": 0, "rho": "1/4"}, {"source": x, "matrix": 1, "rho": "1/4"}]})
+
+    assert_within_charged_sensitivity([32768, 7], 0, send, ZCDP(1), remote)
+
+
+def test_partitions_of_cancelling_matrices_are_charged_for_what_floats_release(remote):
+    def send(a):
+        parts = a.send({"op": "split_by_partition", "source": a.vector(),
+                        "partition": {"labels": array([0, 0, 1, 1], "int64"), "groups": 2}})["parts"]
+        return a.send({"op": "laplace", "source": parts[0]["source"],
+                       "matrix": CANCELLING_PAIRS, "epsilon": "1"})
+
+    assert_within_charged_sensitivity([32768, 7, 3, 2], 0, send, PureDP(1), remote)
+
+
+def test_weights_near_the_float_limit_release_only_finite_noised_values(remote):
+    matrix = {"kind": "vstack", "blocks": [product(dense([[1.0, -1.0]]), dense([[2.0**1023], [2.0**1023]])),
+                                           identity(1)]}
+
+    def send(a):
+        return a.send({"op": "laplace", "source": a.vector(), "matrix": matrix, "epsilon": "1"})
+
+    assert_within_charged_sensitivity([1], 0, send, PureDP(1), remote)
+
+
+# ---- 2. failures are decided before the charge, from public quantities only ----------------
+
+
+def test_an_answer_too_large_for_the_release_grid_fails_alike_on_neighbours_and_costs_nothing(remote):
+    def send(a):
+        return a.send({"op": "laplace", "source": a.vector(), "matrix": identity(1), "epsilon": str(2**30)})
+
+    assert_within_charged_sensitivity([4095], 0, send, PureDP(2**31), remote)
+
+
+def test_an_overflowing_product_fails_alike_on_neighbours(remote):
+    matrix = product(dense([[2.0**-1000]]), dense([[2.0**1023]]))
+
+    def send(a):
+        return a.send({"op": "laplace", "source": a.vector(), "matrix": matrix, "epsilon": "1"})
+
+    assert_within_charged_sensitivity([1], 0, send, PureDP(2**40), remote)
+
+
+def test_a_worst_approx_with_overflowing_scores_fails_alike_and_costs_nothing(remote):
+    def send(a):
+        return a.send({"op": "worst_approx", "source": a.vector(), "workload": dense([[2.0**1023], [1.0]]),
+                       "estimate": array([0.0]), "epsilon": "1"})
+
+    assert_within_charged_sensitivity([1], 0, send, PureDP(10), remote)
+
+
+# ---- 3. numbers are bounded before any work ----------------------------------------------
+
+
+def test_a_sixty_byte_epsilon_is_refused_at_once_naming_the_limit(remote):
+    a = analyst([5, 5], remote=remote)
+    try:
+        x = a.vector()
+        start = time.perf_counter()
+        reply = a.send({"op": "laplace", "source": x, "matrix": identity(2), "epsilon": "1e-10000000"})
+        assert time.perf_counter() - start < 0.5
+        assert reply["kind"] == "error" and ("digit" in reply["message"] or "exponent" in reply["message"])
+    finally:
+        a.close()
+
+
+def test_charges_with_many_distinct_denominators_keep_every_reply_printable(remote):
+    primes = [p for p in range(100_003, 400_000, 2) if all(p % d for d in range(3, int(p**0.5) + 1, 2))][:900]
+    a = analyst([5, 5], PureDP(1), remote=remote)
+    try:
+        x = a.vector()
+        for p in primes:
+            reply = a.send({"op": "noisy_count", "source": x, "epsilon": f"1/{p}"})
+            assert reply["kind"] == "answer"
+        assert a.send({"op": "budget"})["kind"] == "budget"
+        assert a.send({"op": "lineage"})["kind"] == "lineage"
+        assert a.send({"op": "transcript"})["kind"] == "transcript"
+    finally:
+        a.close()
+
+
+# ---- 4. memory is bounded before any allocation; sources can be released -----------------
+
+
+def test_a_tiny_transform_cannot_build_a_huge_vector(remote):
+    a = analyst([5, 5], remote=remote)
+    try:
+        x = a.vector()
+        start = time.perf_counter()
+        reply = a.send({"op": "transform", "source": x, "matrix": ones(50_000_000, 2)})
+        assert time.perf_counter() - start < 0.5
+        assert reply["kind"] == "error" and "limit" in reply["message"]
+    finally:
+        a.close()
+
+
+def test_vectorizing_a_huge_domain_is_refused_with_the_size_and_limit(remote):
+    domain = Domain.from_sizes([10**6, 10**6], names=["a", "b"])
+    kernel = Kernel(load_table({"a": np.array([1, 2]), "b": np.array([3, 4])}, domain), PureDP(1))
+    a = Analyst(kernel, remote)
+    try:
+        reply = a.send({"op": "vectorize", "source": a.root()})
+        assert reply["kind"] == "error" and "limit" in reply["message"] and "1000000000000" in reply["message"]
+    finally:
+        a.close()
+
+
+def test_a_released_source_frees_its_data_and_keeps_its_charges(remote):
+    a = analyst([5, 5], remote=remote)
+    try:
+        x = a.vector()
+        child = a.send({"op": "transform", "source": x, "matrix": identity(2)})["source"]
+        a.send({"op": "noisy_count", "source": child, "epsilon": "1/4"})
+        reply = a.send({"op": "release", "source": x})
+        assert reply["kind"] != "error", reply
+        again = a.send({"op": "noisy_count", "source": child, "epsilon": "1/4"})
+        assert again["kind"] == "error" and "released" in again["message"]
+        assert float(a.spent()["epsilon"]) == 0.25
+    finally:
+        a.close()
+
+
+# ---- 5. exact noise: the far tail is reachable ---------------------------------------------
+
+
+class _SmallestFirst:
+    """A noise source whose first word is 0 (the smallest uniform), then secure words."""
+
+    is_seeded = True
+
+    def __init__(self):
+        self.first = True
+
+    def words(self, size):
+        import os
+
+        out = np.frombuffer(os.urandom(8 * size), dtype=np.uint64).copy()
+        if self.first:
+            out[0], self.first = 0, False
+        return out
+
+
+def test_the_discrete_laplace_reaches_beyond_forty_scales():
+    from kernel import noise
+
+    scale = 64
+    sample = noise.discrete_laplace(_SmallestFirst(), scale, 1)
+    assert abs(int(sample[0])) >= 40 * scale
