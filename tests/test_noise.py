@@ -16,7 +16,9 @@ from scipy import stats
 
 from kernel.matrix import Dense
 from kernel.mechanisms import prepare_exponential
-from kernel.noise import NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, grid_step
+from kernel.noise import (
+    NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, grid_step, supported_scale,
+)
 from kernel.privacy import PureDP
 
 ALPHA = 1e-6
@@ -52,7 +54,7 @@ def fits(samples, pmf) -> bool:
     return stats.chi2.sf(statistic, pooled_observed.size - 1) > ALPHA
 
 
-@pytest.mark.parametrize("t", [0.8, 3.7, 25.0])
+@pytest.mark.parametrize("t", [1.0, supported_scale("laplace", 3.7), 25.0])  # scales the exact sampler draws
 def test_discrete_laplace_has_the_right_law_and_the_test_has_power(t):
     samples = discrete_laplace(NoiseSource.seeded(1), t, SAMPLES)
     assert samples.dtype == np.int64
@@ -61,7 +63,7 @@ def test_discrete_laplace_has_the_right_law_and_the_test_has_power(t):
     assert not fits(samples, lambda s: laplace_pmf(1.3 * t, s))
 
 
-@pytest.mark.parametrize("sigma", [0.9, 4.2, 30.0])
+@pytest.mark.parametrize("sigma", [1.0, supported_scale("gaussian", 4.2), 30.0])
 def test_discrete_gaussian_has_the_right_law_and_the_test_has_power(sigma):
     samples = discrete_gaussian(NoiseSource.seeded(2), sigma, SAMPLES)
     assert fits(samples, lambda s: gaussian_pmf(sigma, s))
@@ -75,8 +77,8 @@ def test_secure_source_has_no_seed_and_does_not_repeat():
     assert not np.array_equal(source.words(64), NoiseSource().words(64))
     a, b = NoiseSource.seeded(5), NoiseSource.seeded(5)
     assert a.is_seeded and np.array_equal(a.words(64), b.words(64))
-    u = source.uniform(100_000)
-    assert 0 < u.min() and u.max() < 1 and stats.kstest(u, "uniform").pvalue > ALPHA
+    u = (source.words(100_000) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    assert stats.kstest(u, "uniform").pvalue > ALPHA
 
 
 def test_grid_steps_are_powers_of_two_about_a_millionth_of_the_scale():
@@ -117,9 +119,9 @@ def test_exponential_mechanism_privacy_audit_on_neighbouring_inputs():
     """
     epsilon = 1.0
     W = Dense([[1.0, 0.0], [1.0, 1.0]])
-    sensitivity, cost = prepare_exponential(W, Fraction(1), PureDP)
-    assert sensitivity == 1.0 and cost == 1
     x, neighbour, estimate = np.array([3.0, 3.0]), np.array([4.0, 3.0]), np.array([2.5, 6.5])
+    sensitivity, cost = prepare_exponential(W, estimate, 7.0, Fraction(1), PureDP)
+    assert 1.0 < sensitivity < 1.0 + 1e-12 and cost == 1  # max |w_ij| plus the scores' float error
     scores = [np.abs(W @ (v - estimate)) for v in (x, neighbour)]
 
     def audit(effective_sensitivity):
