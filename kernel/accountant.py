@@ -9,6 +9,9 @@ Every source has a spend B(s). A request of ``cost`` on source s walks up the li
   (pure DP: c * eps; zCDP: c^2 * rho, since a c-stable map scales L2 sensitivity by c),
   and B(s) += cost.
 
+Charges and stabilities times charges are rounded up onto the grid of the session's kind, and a request
+costing over MAX_AMOUNT at any source is refused: no reply grows without bound (docs/privacy/numbers.md).
+
 The whole path is planned first and applied only if the root accepts, so a refused request
 changes nothing. Refusals depend only on public budget state. An optional ledger makes each
 root increment durable before the answer that caused it is released.
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
 
-from kernel.privacy import PureDP, ZCDP
+from kernel.privacy import MAX_AMOUNT, PureDP, ZCDP, on_grid
 
 
 class BudgetExceeded(Exception):
@@ -63,8 +66,9 @@ class Accountant:
         self._nodes[node] = _Node(parent=parent, stability=Fraction(stability), is_partition=is_partition)
 
     def scale(self, cost: Fraction, stability: Fraction) -> Fraction:
-        """Privacy loss on the parent of a c-stable derivation: c * eps (pure) or c^2 * rho (zCDP)."""
-        return cost * stability if self.kind is PureDP else cost * stability * stability
+        """Privacy loss on the parent of a c-stable derivation: c * eps (pure) or c^2 * rho (zCDP), rounded up."""
+        loss = cost * stability if self.kind is PureDP else cost * stability * stability
+        return on_grid(loss, self.kind.grid, up=True)
 
     # ---- charging ----------------------------------------------------------------------
     def plan(self, node: str, cost: Fraction, planned: dict[str, Fraction] | None = None) -> dict[str, Fraction]:
@@ -74,13 +78,16 @@ class Accountant:
         stored ones (so a batch is planned exactly as the same charges made one after another)."""
         if cost < 0:
             raise ValueError(f"a charge cannot be negative, got {cost}")
-        planned = planned or {}
+        planned, cost = planned or {}, on_grid(cost, self.kind.grid, up=True)
 
         def spent(name: str) -> Fraction:
             return planned.get(name, self._nodes[name].spent)
 
         updates: dict[str, Fraction] = {}
         while True:
+            if cost > MAX_AMOUNT:
+                raise BudgetExceeded(f"this request would cost {_show(cost)} at source {node}, above the limit of "
+                                     f"{MAX_AMOUNT:.0e} at any source; nothing was measured or charged")
             current = self._nodes[node]
             updates[node] = spent(node) + cost
             if current.parent is None:
@@ -129,7 +136,8 @@ class Accountant:
         return {name: n.spent for name, n in self._nodes.items() if not n.is_partition}
 
     def as_budget(self, value: Fraction) -> PureDP | ZCDP:
-        return self.kind.model_validate({"epsilon" if self.kind is PureDP else "rho": value})
+        """``value`` as a budget of the session's kind, rounded up onto its grid (as a charge of it is)."""
+        return self.kind.model_validate({self.kind._field: on_grid(value, self.kind.grid, up=True)})
 
 
 def _show(value: Fraction) -> str:

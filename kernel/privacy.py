@@ -3,7 +3,7 @@
 Budgets are exact: ``PureDP`` and ``ZCDP`` hold their value as a ``fractions.Fraction`` so
 that adding up many small charges never drifts (0.1 + 0.2 is exactly 3/10). Floats given by
 a user are read through their shortest decimal ``repr``, so ``PureDP(0.1).epsilon`` is exactly
-``Fraction(1, 10)``.
+``Fraction(1, 10)``, with bounded size, onto fixed grids (docs/privacy/numbers.md).
 
 Conversions to other notions ((epsilon, delta)-DP, Gaussian DP) are public arithmetic used by
 clients: ``operators.privacy``.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import re
 from fractions import Fraction
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
@@ -29,35 +30,82 @@ Amount = Union[int, float, str, Fraction]
 
 _UNSET: Any = object()
 
+DIGIT_LIMIT = 250
+"""The most digits read in one integer of a number: a numerator, a denominator, or a decimal's digits."""
+EXPONENT_LIMIT = 20  # written exponents lie in [-20, 20]
+MAX_AMOUNT = 10**EXPONENT_LIMIT
+"""The largest amount requested, and charged at any source of a request's path (kernel.accountant)."""
+AMOUNT_GRID = 2**120 * 10**EXPONENT_LIMIT * math.lcm(*range(1, 65))
+"""Requested amounts are rounded down to multiples of 1/AMOUNT_GRID. Exact on it: n/d for d <= 64 ('1/3'),
+decimals with at most 20 places ('0.1', '1e-20') and binary floats of at least 1e-20 (Fraction(0.1))."""
+_ALLOWED = "an int, Fraction, str such as '1/10' or '0.1', or a finite float"
+_NUMBER = re.compile(r"[+-]?(?:(\d+)/(0*[1-9]\d*)|(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?)")
 
-def _to_fraction(name: str, value: Any) -> Fraction:
-    """Read ``value`` as an exact, finite, non-negative Fraction, or raise ValueError naming it."""
-    allowed = "an int, Fraction, str such as '1/10' or '0.1', or a finite float"
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:30]}...' ({len(str(value))} characters)"
+
+
+def _parse(name: str, text: str) -> Fraction:
+    """Read a string as Fraction does, after checking its digits and exponent against the limits."""
+    match = _NUMBER.fullmatch(text.strip())
+    if match is None or not any(match.group(1, 3, 4)):  # also 'nan', 'inf', '1/0'
+        raise ValueError(f"{name} must be {_ALLOWED}; could not read {_shown(text)}")
+    numerator, denominator, whole, decimals, exponent = match.groups("")
+    digits = max(len(numerator), len(denominator), len(whole) + len(decimals))
+    if digits > DIGIT_LIMIT:
+        raise ValueError(f"{name} {_shown(text)} has {digits} digits; the kernel reads at most {DIGIT_LIMIT}")
+    if exponent and (len(exponent.lstrip("+-0")) > 6 or abs(int(exponent)) > EXPONENT_LIMIT):
+        raise ValueError(f"{name} {_shown(text)} has an exponent of {exponent:.12}{'...' * (len(exponent) > 12)}; "
+                         f"the kernel accepts exponents between -{EXPONENT_LIMIT} and {EXPONENT_LIMIT}")
+    return Fraction(text.strip())
+
+
+def to_fraction(name: str, value: Any) -> Fraction:
+    """Read ``value`` as an exact, finite, non-negative Fraction of bounded size, or raise ValueError naming it."""
     if type(value) is Fraction or type(value) is int:  # the common cases, without abstract-class checks
         result = value if type(value) is Fraction else Fraction(value)  # a Fraction is immutable
     elif isinstance(value, bool) or type(value).__name__ == "bool_":
-        raise ValueError(f"{name} must be {allowed}; got the boolean {value!r}")
+        raise ValueError(f"{name} must be {_ALLOWED}; got the boolean {value!r}")
     elif isinstance(value, numbers.Rational):
         result = Fraction(int(value.numerator), int(value.denominator))
     elif isinstance(value, numbers.Real):
         as_float = float(value)
         if not math.isfinite(as_float):
             raise ValueError(f"{name} must be finite; got {value!r}")
-        result = Fraction(repr(as_float))
+        result = _parse(name, repr(as_float))
     elif isinstance(value, str):
-        try:
-            result = Fraction(value.strip())
-        except (ValueError, ZeroDivisionError):
-            raise ValueError(f"{name} must be {allowed}; could not read the string {value!r}") from None
+        result = _parse(name, value)
     else:
-        raise ValueError(f"{name} must be {allowed}; got {type(value).__name__} {value!r}")
+        raise ValueError(f"{name} must be {_ALLOWED}; got {type(value).__name__} {_shown(value)}")
+    if max(abs(result.numerator), result.denominator) >= 10**DIGIT_LIMIT:
+        raise ValueError(f"{name} has more than {DIGIT_LIMIT} digits in its numerator or denominator")
     if result < 0:
-        raise ValueError(f"{name} must be positive; got {value!r}")
+        raise ValueError(f"{name} must be positive; got {_shown(value)}")
     return result
 
 
+def on_grid(value: Fraction, grid: int, up: bool = False) -> Fraction:
+    """``value`` rounded down (or up) to a multiple of 1 / grid."""
+    steps = -(-value.numerator * grid // value.denominator) if up else value.numerator * grid // value.denominator
+    return Fraction(steps, grid)
+
+
+def requested_amount(name: str, value: Any) -> Fraction:
+    """An epsilon, rho or sigma asked for: read with bounded size, at most MAX_AMOUNT, rounded down onto the
+    amount grid (so the value used is the value charged), and refused if that leaves 0."""
+    exact = to_fraction(name, value)
+    if exact > MAX_AMOUNT:
+        raise ValueError(f"{name} {_shown(value)} is above 1e{EXPONENT_LIMIT}, the largest amount the kernel accepts")
+    amount = on_grid(exact, AMOUNT_GRID)
+    if amount == 0:
+        raise ValueError(f"{name} must be at least 1/AMOUNT_GRID = {1 / AMOUNT_GRID:.3g}; got {_shown(value)}")
+    return amount
+
+
 class _BudgetMeta(type(BaseModel)):  # type: ignore[misc]
-    """Lets users write ``PureDP(1)`` as well as ``PureDP(epsilon=1)``, and rejects zero there.
+    """Lets users write ``PureDP(1)`` as well as ``PureDP(epsilon=1)``: a :func:`requested_amount` (never 0).
 
     Only calls of the class come through here. Pydantic's validation (``model_validate``,
     ``model_validate_json``, nested request models) builds instances without calling the class,
@@ -70,11 +118,8 @@ class _BudgetMeta(type(BaseModel)):  # type: ignore[misc]
             if field in data:
                 raise TypeError(f"{cls.__name__} got {field} both positionally and by keyword")
             data[field] = value
-        if field in data and _to_fraction(field, data[field]) == 0:
-            raise ValueError(
-                f"{field} must be positive; got {data[field]!r} "
-                f"(use {cls.__name__}.zero() for an accumulator of nothing spent)"
-            )
+        if field in data:
+            data[field] = requested_amount(field, data[field])
         return super().__call__(**data)
 
 
@@ -85,11 +130,12 @@ class _Budget(BaseModel, metaclass=_BudgetMeta):
     Calling the class (``PureDP(0)``) rejects zero, because a zero budget asked for by a user is
     almost surely a mistake. Validation of serialised data accepts zero, because amounts *spent*
     are stored and reloaded and nothing spent is zero; both reject negative, NaN, infinite,
-    boolean and non-numeric values.
+    boolean and non-numeric values, and round down onto the kind's ``grid`` (sums stay on it).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     _field: ClassVar[str]
+    grid: ClassVar[int]
 
     @classmethod
     def zero(cls) -> Self:
@@ -129,6 +175,7 @@ class PureDP(_Budget):
     """A pure epsilon-DP budget: ``PureDP(1)``, ``PureDP("1/10")``, ``PureDP(epsilon=0.5)``."""
 
     _field: ClassVar[str] = "epsilon"
+    grid: ClassVar[int] = AMOUNT_GRID
     kind: Literal["pure"] = "pure"
     epsilon: Fraction
 
@@ -139,13 +186,14 @@ class PureDP(_Budget):
     @field_validator("epsilon", mode="before")
     @classmethod
     def _exact(cls, value: Any) -> Fraction:
-        return _to_fraction("epsilon", value)
+        return on_grid(to_fraction("epsilon", value), cls.grid)
 
 
 class ZCDP(_Budget):
     """A rho-zero-concentrated-DP budget: ``ZCDP("1/2")``, ``ZCDP(rho=0.05)``."""
 
     _field: ClassVar[str] = "rho"
+    grid: ClassVar[int] = 8 * AMOUNT_GRID**2  # holds eps^2/2 and eps^2/8 of requested epsilons exactly
     kind: Literal["zcdp"] = "zcdp"
     rho: Fraction
 
@@ -156,7 +204,7 @@ class ZCDP(_Budget):
     @field_validator("rho", mode="before")
     @classmethod
     def _exact(cls, value: Any) -> Fraction:
-        return _to_fraction("rho", value)
+        return on_grid(to_fraction("rho", value), cls.grid)
 
 
 Budget = Annotated[Union[PureDP, ZCDP], Field(discriminator="kind")]

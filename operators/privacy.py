@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 import numbers
 from fractions import Fraction
-from typing import Any
+from typing import Any, Sequence
 
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
-from kernel.privacy import Amount, PureDP, ZCDP, _Budget, _to_fraction
+from kernel.privacy import AMOUNT_GRID, Amount, PureDP, ZCDP, to_fraction
 
 
 # ----------------------------------------------------------------------------- argument checks
@@ -48,25 +48,50 @@ def _probability(name: str, value: Any) -> float:
     return result
 
 
-def _budget_amount(name: str, value: Any, kind: type[_Budget]) -> Fraction:
+def _budget_amount(name: str, value: Any, kind: type[PureDP] | type[ZCDP]) -> Fraction:
     """The exact positive amount of a budget object of the right kind or of a plain number."""
-    if isinstance(value, _Budget):
+    if isinstance(value, (PureDP, ZCDP)):
         if not isinstance(value, kind):
             raise ValueError(f"{name} must be a {kind.__name__} or a number; got {value!r}")
         amount = value.value
     else:
-        amount = _to_fraction(name, value)
+        amount = to_fraction(name, value)
     if amount == 0:
         raise ValueError(f"{name} must be positive; got {value!r}")
     return amount
 
 
-def _budget_float(name: str, value: Any, kind: type[_Budget]) -> float:
+def _budget_float(name: str, value: Any, kind: type[PureDP] | type[ZCDP]) -> float:
     """The amount as a float for numerical conversions, which need it in [1e-100, 1e100]."""
     amount = _budget_amount(name, value, kind)
     if not Fraction(1, 10**100) <= amount <= 10**100:
         raise ValueError(f"{name} must be between 1e-100 and 1e100 for this conversion; got {value!r}")
     return float(amount)
+
+
+# ----------------------------------------------------------------------------- splitting a budget
+
+
+def split_amount(amount: PureDP | ZCDP | Amount, weights: Sequence[float | Fraction]) -> list[Fraction]:
+    """``amount`` split in proportion to ``weights`` into amounts on the kernel's amount grid that add up
+    to it exactly (its grid part, if it is not on the grid): each share is rounded down to the grid and
+    the few grid steps left over go to the largest remainders. The kernel takes such amounts as they
+    are, so a plan measuring with them spends exactly its budget (docs/privacy/numbers.md).
+
+    >>> split_amount(1, [1.0, 1.0, 1.0])
+    [Fraction(1, 3), Fraction(1, 3), Fraction(1, 3)]
+    """
+    value = amount.value if isinstance(amount, (PureDP, ZCDP)) else to_fraction("amount", amount)
+    steps = value.numerator * AMOUNT_GRID // value.denominator
+    shares = [Fraction(w) for w in weights]
+    whole = sum(shares, Fraction(0))
+    if not shares or min(shares) < 0 or whole <= 0:
+        raise ValueError("weights must be non-negative with a positive sum")
+    exact = [steps * share / whole for share in shares]
+    parts = [math.floor(e) for e in exact]
+    for i in sorted(range(len(exact)), key=lambda i: parts[i] - exact[i])[: steps - sum(parts)]:
+        parts[i] += 1
+    return [Fraction(part, AMOUNT_GRID) for part in parts]
 
 
 # ----------------------------------------------------------------------------- pure DP and zCDP

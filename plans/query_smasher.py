@@ -29,6 +29,7 @@ import numpy as np
 
 from kernel.matrix import Identity, Kronecker, Matrix, Product, Total, VStack, Weighted
 from kernel.privacy import ZCDP
+from operators.privacy import split_amount
 from operators.client import Handle
 from operators.residual import SubsetFamily
 from operators.selection.query_smasher import QueryReconstruction, QuerySmasherStrategy, Weights
@@ -128,11 +129,11 @@ def measure_hosts(vectors: Sequence[Handle], hosts: Sequence[Host], strategy: Qu
     weights = {a: 1.0 / math.sqrt(s) for a, s in planned.items()}
     matrices = [host_matrix(strategy, h, weights) for h in hosts]
     pcosts = [Fraction(m.sensitivity("l2") ** 2) for m in matrices]
-    total = sum(pcosts)
+    parts = split_amount(rho, pcosts)
     omegas: dict[Subset, np.ndarray] = {}
     applied: dict[Subset, float] = {}
-    for vector, host, matrix, pcost in zip(vectors, hosts, matrices, pcosts):
-        answer = vector.gaussian(matrix, rho=rho * pcost / total)
+    for vector, host, matrix, part in zip(vectors, hosts, matrices, parts):
+        answer = vector.gaussian(matrix, rho=part)
         offset = 0
         for a in host.residuals:
             rows = strategy.solution(a).num_rows

@@ -36,8 +36,10 @@ from itertools import combinations
 
 import numpy as np
 
-from kernel.matrix import Dense, Kronecker, Marginals, Matrix, Total, VStack, Weighted
+from kernel.matrix import Dense, Kronecker, Matrix, Total, VStack, Weighted
+from operators.matrices import Marginals
 from kernel.privacy import ZCDP
+from operators.privacy import split_amount
 from operators.client import Handle
 from operators.residual import ResidualReconstruction, Subset, SubsetFamily, cell_covariance, cell_variance, sub_matrix
 from operators.selection.residual_planner import ResidualPlannerStrategy, residual_planner as select
@@ -261,7 +263,7 @@ def measure_hosts(vectors: Sequence[Handle], hosts: Sequence[Host], strategy: Re
     planned = strategy.noise_scales()
     p = {a: math.prod((sizes[i] - 1) / sizes[i] for i in a) for a in planned}
     shares = [Fraction(math.fsum(p[a] / planned[a] for a in h.residuals)) for h in hosts]
-    total = sum(shares)
+    parts = split_amount(rho, shares)
     weights = {a: 1.0 / math.sqrt(s) for a, s in planned.items()}
     matrices: dict[tuple, Matrix] = {}  # one matrix object per host pattern
     patterns = []
@@ -289,7 +291,7 @@ def measure_hosts(vectors: Sequence[Handle], hosts: Sequence[Host], strategy: Re
             start += 1
         answers = vectors[batch[0]].session.gaussian_batch(
             [vectors[h] for h in batch], [matrices[patterns[h]] for h in batch],
-            rho=[rho * shares[h] / total for h in batch],
+            rho=[parts[h] for h in batch],
         )
         runs: dict[tuple, list[int]] = {}  # the batch's answers by host pattern (equal layouts)
         for k, h in enumerate(batch):
@@ -326,7 +328,7 @@ def residual_planner(source: Handle, marginals: Marginals | Iterable, budget: ZC
     """Answer a marginal workload under a zCDP ``budget`` (pcost ``2 rho``), spending exactly it.
 
     ``source``: the table handle. ``marginals``: attribute tuples (names or positions, ``()`` the
-    total) or a kernel ``Marginals`` matrix (its subsets; row weights ``w`` become variance weights
+    total) or a ``Marginals`` matrix (its subsets; row weights ``w`` become variance weights
     ``w^2``). ``loss`` / ``weights``: as for :func:`operators.selection.residual_planner`.
     ``max_host_cells``: the largest marginal the kernel vectorizes to carry several residuals (1 gives
     one host per maximal workload marginal). Returns a :class:`ResidualPlannerEstimate`: the strategy's
