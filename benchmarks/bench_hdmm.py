@@ -21,7 +21,8 @@ import math
 import sys
 import time
 
-from kernel.matrix import AllRange, Marginals, Prefix
+from kernel.matrix import AllRange
+from operators.matrices import Marginals, Prefix
 from operators.selection.hdmm import hdmm, identity_strategy, opt_0, opt_kron, opt_marginals
 from operators.workload import RandomRange
 

@@ -17,7 +17,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from common import main  # noqa: E402
 
-from kernel.matrix import AllRange, Dense, Hierarchical, Identity, Kronecker, Prefix  # noqa: E402
+from kernel.matrix import AllRange, Dense, Identity, Kronecker  # noqa: E402
+from operators.matrices import Hierarchical, Prefix  # noqa: E402
 from operators.algebra import gram, trace  # noqa: E402
 from operators.error import expected_error  # noqa: E402
 

@@ -1,8 +1,11 @@
-"""Implicit matrices (re-exported from the kernel, which computes sensitivities with them) and the
+"""Implicit matrices (re-exported from the kernel, which computes sensitivities with them), the named client
+classes (re-exported from operators.matrices: Prefix, Suffix, WidthRange, Hierarchical, Haar, Marginals) and the
 client-side algebra over them (re-exported from operators.algebra: Grams, pseudo-inverses, traces, sums, rows)."""
 
 from kernel.matrix import *  # noqa: F401,F403
 from kernel.matrix import __all__ as _kernel_all
 from operators.algebra import IntervalGram, Sum, frobenius_squared, gram, pinv, rows, trace  # noqa: F401
+from operators.matrices import *  # noqa: F401,F403
+from operators.matrices import __all__ as _client_all
 
-__all__ = [*_kernel_all, "IntervalGram", "Sum", "frobenius_squared", "gram", "pinv", "rows", "trace"]
+__all__ = [*_kernel_all, *_client_all, "IntervalGram", "Sum", "frobenius_squared", "gram", "pinv", "rows", "trace"]

@@ -30,22 +30,19 @@ from kernel.matrix import (
     Dense,
     Diagonal,
     Fourier,
-    Haar,
     HStack,
     Identity,
     Intervals,
     Kronecker,
     Matrix,
     Ones,
-    Prefix,
     Product,
     Sparse,
-    Suffix,
     Transpose,
     VStack,
     Weighted,
-    WidthRange,
 )
+from operators.matrices import Haar, Prefix, Suffix, WidthRange
 from kernel.matrix.base import _BLOCK_ENTRIES, _unit_columns
 
 # ---- sums ---------------------------------------------------------------------------------

@@ -25,14 +25,12 @@ from kernel.matrix import (
     Identity,
     Intervals,
     Kronecker,
-    Marginals as _MarginalsMatrix,
     Matrix,
-    Prefix,
     Ranges,
     Total,
     VStack,
-    WidthRange,
 )
+from operators.matrices import Marginals as _MarginalsMatrix, Prefix, WidthRange
 
 __all__ = [
     "AllKway", "AllRange", "Identity", "Kronecker", "Marginals", "Prefix", "RandomRange", "RangeQueries", "Total",

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from kernel.matrix import AllRange, Dense, Diagonal, Haar, Hierarchical, Intervals, Prefix, Product, Ranges, WidthRange
+from kernel.matrix import AllRange, Dense, Diagonal, Intervals, Product, Ranges
+from operators.matrices import Haar, Hierarchical, Prefix, WidthRange
 from operators.algebra import gram
 from operators.error import rmse
 from operators.selection import classic

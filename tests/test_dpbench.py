@@ -16,7 +16,7 @@ from ektelo_ng.dpbench import data, report, workloads
 from ektelo_ng.dpbench.grid import Grid, Setting, parse_domain
 from ektelo_ng.dpbench.metrics import scaled_errors
 from ektelo_ng.dpbench.runner import RESULTS, read_results, run_grid, run_setting
-from kernel.matrix import Prefix
+from operators.matrices import Prefix
 from plans.catalog import info
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "dpbench"

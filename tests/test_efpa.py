@@ -10,7 +10,8 @@ from scipy import stats
 from scipy.special import softmax
 
 import ektelo_ng as ek
-from kernel.matrix import Fourier, Prefix
+from kernel.matrix import Fourier
+from operators.matrices import Prefix
 from kernel.mechanisms import FOURIER_SENSITIVITY, fourier_tail_norms
 from operators.client import InvalidRequestError
 from plans.efpa import efpa, noise_error

@@ -20,13 +20,11 @@ from kernel.matrix import (
     Identity,
     Intervals,
     Kronecker,
-    Marginals,
     Ones,
-    Prefix,
     Total,
     VStack,
-    WidthRange,
 )
+from operators.matrices import Marginals, Prefix, WidthRange
 from operators.algebra import pinv
 from operators.error import expected_error, svd_bound
 from operators.selection.hdmm import (

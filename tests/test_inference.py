@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from kernel.matrix import Dense, Hierarchical, Identity, Kronecker, Prefix, Total
+from kernel.matrix import Dense, Identity, Kronecker, Total
+from operators.matrices import Hierarchical, Prefix
 from operators import inference
 from operators.inference import Measurement, known_total, least_squares, map_to_root, multiplicative_weights, nnls
 from operators.partition import Partition
@@ -159,7 +160,8 @@ def test_global_inference_through_split_and_reduce_lineage():
 
 
 def test_explicit_sparse_equals_the_dense_matrix_or_declines():
-    from kernel.matrix import Dense, Fourier, Identity, Intervals, Prefix, Sparse, Total, VStack, Weighted
+    from kernel.matrix import Dense, Fourier, Identity, Intervals, Sparse, Total, VStack, Weighted
+    from operators.matrices import Prefix
     from operators.linalg import explicit_sparse
 
     rng = np.random.default_rng(3)

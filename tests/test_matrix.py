@@ -19,26 +19,21 @@ from kernel.matrix import (
     Dense,
     Diagonal,
     Fourier,
-    Haar,
-    Hierarchical,
     HStack,
     Identity,
     Intervals,
     Kronecker,
-    Marginals,
     Matrix,
     MatrixSpecAdapter,
     Ones,
-    Prefix,
     Product,
     Ranges,
     Sparse,
-    Suffix,
     Total,
     VStack,
-    WidthRange,
     from_spec,
 )
+from operators.matrices import Haar, Hierarchical, Marginals, Prefix, Suffix, WidthRange
 from operators.algebra import Sum, frobenius_squared, gram, pinv, rows, trace
 
 # ---- independent dense oracles for the leaves -------------------------------------------
@@ -328,6 +323,20 @@ def test_marginals_are_weighted_kronecker_unions():
     close(from_spec(M.to_spec().model_dump_json()).dense(), M.dense())
 
 
+def test_client_classes_reach_the_kernel_as_its_own_general_specs():
+    cases = [(Prefix(5), "intervals"), (Suffix(5), "intervals"), (WidthRange(5, 2), "intervals"),
+             (Hierarchical(5, 3, include_root=False), "intervals"), (Haar(8), "sparse"),
+             (Marginals([2, 3], {(0,): 2.0, (): 1.0}), "vstack")]
+    for A, kind in cases:
+        spec = A.to_spec()
+        assert spec.kind == kind
+        rebuilt = from_spec(spec.model_dump_json())
+        assert type(rebuilt).__module__.startswith("kernel.matrix")
+        close(rebuilt.dense(), A.dense())
+        for norm in ("l1", "l2"):
+            close(rebuilt.column_norms(norm), A.column_norms(norm))
+
+
 def test_numpy_ufuncs_refuse_operator_objects():
     with pytest.raises(TypeError):
         np.abs(Prefix(3))
@@ -367,7 +376,8 @@ def test_shape_mismatch_in_products():
         '{"kind": "nope", "n": 3}',
         '{"kind": "dense", "data": {"dtype": "float64", "shape": [2, 2], "base64": "AAAA"}}',
         '{"kind": "kronecker", "factors": []}',
-        '{"kind": "prefix", "n": 3, "extra": 1}',
+        '{"kind": "all_range", "n": 3, "extra": 1}',
+        '{"kind": "prefix", "n": 3}',  # a client class (operators.matrices): the kernel takes its intervals
     ],
 )
 def test_malformed_specs_are_rejected(payload):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernel.matrix import AllRange, Dense, Identity, Kronecker, Marginals, Prefix, Total, VStack
+from kernel.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
+from operators.matrices import Marginals, Prefix
 from operators import partition
 from operators.partition import Partition
 from operators.workload import RandomRange

@@ -12,7 +12,7 @@ from scipy import stats
 from scipy.special import softmax
 
 import ektelo_ng as ek
-from kernel.matrix import Prefix
+from operators.matrices import Prefix
 from kernel.mechanisms import SPLIT_SENSITIVITY, split_scores
 from operators.client import InvalidRequestError
 from plans.php import php

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import ektelo_ng as ek
-from kernel.matrix import Prefix
+from operators.matrices import Prefix
 from operators import workload as wl
 from operators.error import expected_error
 from operators.selection import hdmm

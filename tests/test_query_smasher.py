@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel.domain import Domain
-from kernel.matrix import AllRange, Dense, Identity, Kronecker, Prefix, Total, VStack
+from kernel.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
+from operators.matrices import Prefix
 from operators import algebra
 from operators.residual import cell_covariance, dense_marginal
 from operators.selection.query_smasher import (

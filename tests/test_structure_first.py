@@ -12,7 +12,7 @@ from scipy import stats
 from scipy.special import softmax
 
 import ektelo_ng as ek
-from kernel.matrix import Prefix
+from operators.matrices import Prefix
 from kernel.mechanisms import bucket_costs, interval_sse
 from operators.client import InvalidRequestError
 from plans.structure_first import structure_first

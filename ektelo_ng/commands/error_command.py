@@ -7,7 +7,8 @@ import json
 import math
 
 from ektelo_ng.workload_spec import HELP, parse_workload
-from kernel.matrix import Haar, Hierarchical, Identity, Matrix
+from kernel.matrix import Identity, Matrix
+from operators.matrices import Haar, Hierarchical
 from operators.error import rmse, svd_bound
 
 

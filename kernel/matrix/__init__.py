@@ -1,31 +1,15 @@
-"""Implicit matrices: structured linear maps with products, norms and specs.
-
-The kernel computes sensitivities with these classes, so they are part of what is audited. The
-algebra only clients need (Grams, pseudo-inverses, traces, sums) is in ``operators.algebra``.
-"""
+"""Implicit matrices with products, column norms and specs: the kernel computes sensitivities with them, so
+they are audited. Client-only classes are in ``operators.matrices``, client algebra in ``operators.algebra``."""
 
 from kernel.matrix.base import Matrix, Norm, Product, Transpose, Weighted
-from kernel.matrix.blocks import (
-    AllRange,
-    Diagonal,
-    Fourier,
-    Haar,
-    Hierarchical,
-    Identity,
-    Intervals,
-    Ones,
-    Prefix,
-    Suffix,
-    Total,
-    WidthRange,
-)
-from kernel.matrix.compose import HStack, Kronecker, Marginals, VStack
+from kernel.matrix.blocks import AllRange, Diagonal, Fourier, Identity, Intervals, Ones, Total
+from kernel.matrix.compose import HStack, Kronecker, VStack
 from kernel.matrix.dense import Dense, Sparse
 from kernel.matrix.ranges import Ranges
 from kernel.matrix.spec import MatrixSpec, MatrixSpecAdapter, from_spec
 
 __all__ = [
-    "AllRange", "Dense", "Diagonal", "Fourier", "HStack", "Haar", "Hierarchical", "Identity", "Intervals",
-    "Kronecker", "Marginals", "Matrix", "MatrixSpec", "MatrixSpecAdapter", "Norm", "Ones", "Prefix", "Product", "Ranges",
-    "Sparse", "Suffix", "Total", "Transpose", "VStack", "Weighted", "WidthRange", "from_spec",
+    "AllRange", "Dense", "Diagonal", "Fourier", "HStack", "Identity", "Intervals", "Kronecker", "Matrix", "MatrixSpec",
+    "MatrixSpecAdapter", "Norm", "Ones", "Product", "Ranges", "Sparse", "Total", "Transpose", "VStack", "Weighted",
+    "from_spec",
 ]

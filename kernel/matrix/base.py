@@ -1,21 +1,8 @@
-"""The implicit matrix base class and the generic compositions (product, weights, transpose).
+"""The implicit matrix base class (scipy LinearOperator's shape, plus column norms and a spec) and the generic
+compositions: product, scalar weight, transpose. Materializing is an explicit call (``dense()``).
 
-A ``Matrix`` is a linear map known by its structure rather than its entries, in the
-shape of scipy's LinearOperator: ``shape``, products on both sides, a transpose that is
-itself a Matrix. It adds what a differential-privacy kernel needs: column norms
-(sensitivities) and a serializable spec. Materializing is always an explicit call
-(``dense()``). Grams, pseudo-inverses, traces and sums live client-side, in ``operators.algebra``.
-
-``__array_ufunc__ = None`` makes numpy refuse ufuncs on operator objects (``np.abs(A)``
-raises ``TypeError``) and makes ``x @ A`` call our ``__rmatmul__``.
-
->>> import numpy as np
->>> from kernel.matrix import Prefix
->>> A = Prefix(3) * 2.0
->>> A @ np.array([1.0, 1.0, 1.0])
-array([2., 4., 6.])
->>> A.sensitivity("l1")
-6.0
+``__array_ufunc__ = None`` makes numpy refuse ufuncs on matrices (``np.abs(A)`` raises ``TypeError``) and
+sends ``x @ A`` to ``__rmatmul__``.
 """
 
 from __future__ import annotations
@@ -76,8 +63,7 @@ class Matrix(ABC):
     __rmul__ = __mul__
 
     def gram(self) -> Matrix:
-        """A.T @ A as an implicit product (each factor's fast products); ``operators.algebra.gram``
-        adds the closed forms that strategy optimizers need."""
+        """A.T @ A as an implicit product; ``operators.algebra.gram`` has the closed forms."""
         return Product([self.T, self])
 
     # ---- norms ------------------------------------------------------------------------

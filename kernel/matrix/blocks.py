@@ -1,20 +1,7 @@
-"""Structured one-dimensional blocks: identity, ones, diagonals, interval queries, Haar, real Fourier.
+"""Structured one-dimensional blocks: identity, ones, diagonals, interval queries, real Fourier.
 
-Interval families (prefix, suffix, all ranges, width-w ranges, hierarchies, any list of
-intervals) share one implementation: a row sums the cells ``lo..hi`` (inclusive), so
-``A @ x`` is a difference of prefix sums and ``A.T @ y`` a prefix sum of a difference
-array: O(n + m) per product (their Grams' closed forms are in ``operators.algebra``).
-
->>> import numpy as np
->>> AllRange(3).dense()
-array([[1., 0., 0.],
-       [1., 1., 0.],
-       [1., 1., 1.],
-       [0., 1., 0.],
-       [0., 1., 1.],
-       [0., 0., 1.]])
->>> AllRange(3).column_norms("l1")
-array([3., 4., 3.])
+An interval row sums the cells ``lo..hi`` (inclusive): ``A @ x`` is a difference of prefix sums and
+``A.T @ y`` a prefix sum of a difference array, O(n + m). Named families are in ``operators.matrices``.
 """
 
 from __future__ import annotations
@@ -25,7 +12,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernel.matrix.base import Matrix, Norm, _check_norm
-from kernel.matrix.dense import Sparse
 
 
 def _positive_int(value, what: str) -> int:
@@ -152,16 +138,8 @@ class Intervals(Matrix):
             raise ValueError("intervals need equally many lower and upper ends (at least one)")
         if lo.min() < 0 or hi.max() >= self.n or np.any(lo > hi):
             raise ValueError(f"every interval needs 0 <= lo <= hi < {self.n}")
-        self._lo, self._hi = lo, hi
+        self.lo, self.hi = lo, hi
         self.shape = (lo.size, self.n)
-
-    @property
-    def lo(self) -> np.ndarray:
-        return self._lo
-
-    @property
-    def hi(self) -> np.ndarray:
-        return self._hi
 
     def _matmat(self, X):
         sums = np.zeros((self.n + 1, X.shape[1]))
@@ -198,60 +176,8 @@ class Intervals(Matrix):
         return IntervalsSpec(n=self.n, lo=ArrayData.of(self.lo), hi=ArrayData.of(self.hi))
 
 
-class Prefix(Intervals):
-    """Row i sums cells 0..i (the empirical CDF)."""
-
-    def __init__(self, n: int):
-        n = _positive_int(n, "Prefix size")
-        super().__init__(n, np.zeros(n, dtype=np.int64), np.arange(n))
-
-    def _matmat(self, X):
-        return np.cumsum(X, axis=0)
-
-    def _rmatmat(self, Y):
-        return np.cumsum(Y[::-1], axis=0)[::-1]
-
-    @property
-    def T(self) -> Matrix:
-        return Suffix(self.n)
-
-    def _coverage(self):
-        return np.arange(self.n, 0, -1, dtype=np.float64)
-
-    def to_spec(self):
-        from kernel.matrix.spec import PrefixSpec
-
-        return PrefixSpec(n=self.n)
-
-
-class Suffix(Intervals):
-    """Row i sums cells i..n-1."""
-
-    def __init__(self, n: int):
-        n = _positive_int(n, "Suffix size")
-        super().__init__(n, np.arange(n), np.full(n, n - 1, dtype=np.int64))
-
-    def _matmat(self, X):
-        return np.cumsum(X[::-1], axis=0)[::-1]
-
-    def _rmatmat(self, Y):
-        return np.cumsum(Y, axis=0)
-
-    @property
-    def T(self) -> Matrix:
-        return Prefix(self.n)
-
-    def _coverage(self):
-        return np.arange(1, self.n + 1, dtype=np.float64)
-
-    def to_spec(self):
-        from kernel.matrix.spec import SuffixSpec
-
-        return SuffixSpec(n=self.n)
-
-
 class AllRange(Intervals):
-    """Every interval [i, j], 0 <= i <= j < n, in lexicographic order: n(n+1)/2 rows."""
+    """Every interval [i, j], 0 <= i <= j < n, in lexicographic order: n(n+1)/2 rows, bounds built on first use."""
 
     def __init__(self, n: int):
         self.n = _positive_int(n, "AllRange size")
@@ -271,6 +197,7 @@ class AllRange(Intervals):
         return self._bounds[1]
 
     def _coverage(self):
+        """Cell j lies in (j + 1)(n - j) intervals: j + 1 choices of start, n - j of end."""
         j = np.arange(self.n, dtype=np.float64)
         return (j + 1) * (self.n - j)
 
@@ -278,102 +205,6 @@ class AllRange(Intervals):
         from kernel.matrix.spec import AllRangeSpec
 
         return AllRangeSpec(n=self.n)
-
-
-class WidthRange(Intervals):
-    """All windows of w consecutive cells: rows [i, i+w-1] for i = 0..n-w."""
-
-    def __init__(self, n: int, width: int):
-        n = _positive_int(n, "WidthRange size")
-        self.width = _positive_int(width, "window width")
-        if self.width > n:
-            raise ValueError(f"window width {self.width} exceeds the domain size {n}")
-        lo = np.arange(n - self.width + 1)
-        super().__init__(n, lo, lo + self.width - 1)
-
-    def to_spec(self):
-        from kernel.matrix.spec import WidthRangeSpec
-
-        return WidthRangeSpec(n=self.n, width=self.width)
-
-
-class Hierarchical(Intervals):
-    """The nodes of a b-ary tree of intervals over [0, n), level by level, leaves included.
-
-    ``Hierarchical(n, 2)`` is H2; HB excludes the root (``include_root=False``).
-    A node of size s splits into min(b, s) nearly equal children.
-    """
-
-    def __init__(self, n: int, branching: int = 2, include_root: bool = True):
-        n = _positive_int(n, "Hierarchical size")
-        self.branching = _positive_int(branching, "branching factor")
-        if self.branching < 2:
-            raise ValueError(f"branching factor must be at least 2, got {self.branching}")
-        self.include_root = bool(include_root)
-        lo, hi = _tree_intervals(n, self.branching)
-        if not self.include_root:
-            if n == 1:
-                raise ValueError("a tree over one cell has only its root")
-            lo, hi = lo[1:], hi[1:]
-        super().__init__(n, lo, hi)
-
-    def to_spec(self):
-        from kernel.matrix.spec import HierarchicalSpec
-
-        return HierarchicalSpec(n=self.n, branching=self.branching, include_root=self.include_root)
-
-
-def _tree_intervals(n: int, branching: int) -> tuple[np.ndarray, np.ndarray]:
-    lo, hi = [np.array([0])], [np.array([n - 1])]
-    level_lo, level_hi = lo[0], hi[0]
-    while True:
-        sizes = level_hi - level_lo + 1
-        split = sizes > 1
-        if not split.any():
-            break
-        next_lo, next_hi = [], []
-        for a, size in zip(level_lo[split], sizes[split]):
-            parts = min(branching, int(size))
-            cuts = a + (np.arange(parts + 1) * int(size)) // parts
-            next_lo.append(cuts[:-1])
-            next_hi.append(cuts[1:] - 1)
-        level_lo, level_hi = np.concatenate(next_lo), np.concatenate(next_hi)
-        lo.append(level_lo)
-        hi.append(level_hi)
-    return np.concatenate(lo), np.concatenate(hi)
-
-
-class Haar(Sparse):
-    """The (unnormalized) Haar wavelet basis of size n = 2^k: the total, then +1/-1 half-block contrasts.
-
-    Rows are mutually orthogonal, every column has L1 norm log2(n) + 1 (Privelet).
-    """
-
-    def __init__(self, n: int):
-        n = _positive_int(n, "Haar size")
-        if n & (n - 1):
-            raise ValueError(f"the Haar wavelet needs a power-of-two size, got {n}")
-        self.n = n
-        rows, cols, vals = [np.zeros(n, dtype=np.int64)], [np.arange(n)], [np.ones(n)]
-        row, block = 1, n
-        while block > 1:
-            half = block // 2
-            starts = np.arange(0, n, block)
-            cells = starts[:, None] + np.arange(block)[None, :]
-            rows.append(np.repeat(np.arange(row, row + starts.size), block))
-            cols.append(cells.ravel())
-            vals.append(np.tile(np.r_[np.ones(half), -np.ones(half)], starts.size))
-            row += starts.size
-            block = half
-        matrix = sp.csr_array(
-            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n)
-        )
-        super().__init__(matrix)
-
-    def to_spec(self):
-        from kernel.matrix.spec import HaarSpec
-
-        return HaarSpec(n=self.n)
 
 
 class Fourier(Matrix):

@@ -1,29 +1,20 @@
-"""Structured compositions: Kronecker products, vertical and horizontal stacks, marginals.
+"""Structured compositions: Kronecker products, vertical and horizontal stacks.
 
 Data vectors are flattened row-major (first attribute most significant), so
 ``(B kron C) @ flat(X) = flat(B @ X @ C.T)``. The Kronecker product applies one factor at
 a time to a reshaped view (never forming the product): cost sum_i N m_i instead of N M.
-
->>> import numpy as np
->>> from kernel.matrix import Identity, Total
->>> K = Kronecker([Identity(2), Total(3)])
->>> K @ np.arange(6.0)
-array([ 3., 12.])
->>> K.sensitivity("l1"), K.T.shape
-(1.0, (6, 2))
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import nullcontext
 from functools import cached_property, reduce
 
 import numpy as np
 
 from kernel.matrix.base import Matrix, Norm, _check_norm
-from kernel.matrix.blocks import Identity, Total
 from kernel.matrix.threads import single_threaded_blas
 
 
@@ -178,47 +169,3 @@ class HStack(Matrix):
         from kernel.matrix.spec import HStackSpec
 
         return HStackSpec(blocks=[b.to_spec() for b in self.blocks])
-
-
-class Marginals(VStack):
-    """A weighted union of marginals: for each attribute subset a, w_a * kron_i (I if i in a else Total).
-
-    ``weights`` maps subsets (tuples of attribute positions) to weights, or is an iterable of
-    subsets (weight 1). The empty subset is the total count.
-    """
-
-    def __init__(self, sizes: Sequence[int], weights: Mapping[Iterable[int], float] | Iterable[Iterable[int]]):
-        self.sizes = tuple(int(s) for s in sizes)
-        if not self.sizes or min(self.sizes) < 1:
-            raise ValueError(f"marginal attribute sizes must be positive, got {list(sizes)}")
-        items = weights.items() if isinstance(weights, Mapping) else ((s, 1.0) for s in weights)
-        table: dict[tuple[int, ...], float] = {}
-        for subset, weight in items:
-            key = tuple(sorted(int(i) for i in subset))
-            if len(set(key)) != len(key) or any(not 0 <= i < len(self.sizes) for i in key):
-                raise ValueError(f"marginal {tuple(subset)} is not a set of attribute positions 0..{len(self.sizes) - 1}")
-            if key in table:
-                raise ValueError(f"marginal {key} listed twice")
-            weight = float(weight)
-            if not math.isfinite(weight):
-                raise ValueError(f"marginal weight must be finite, got {weight}")
-            table[key] = weight
-        if not table:
-            raise ValueError("give at least one marginal")
-        self.weights = table
-        blocks = []
-        for subset, weight in table.items():
-            block = Kronecker([Identity(n) if i in subset else Total(n) for i, n in enumerate(self.sizes)])
-            blocks.append(block if weight == 1.0 else block * weight)
-        super().__init__(blocks)
-
-    @property
-    def subsets(self) -> list[tuple[int, ...]]:
-        return list(self.weights)
-
-    def to_spec(self):
-        from kernel.matrix.spec import MarginalsSpec
-
-        return MarginalsSpec(
-            sizes=list(self.sizes), subsets=[list(s) for s in self.weights], weights=list(self.weights.values())
-        )

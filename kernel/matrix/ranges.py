@@ -2,11 +2,6 @@
 
 Row k sums the cells x[lo_k[0]..hi_k[0], ..., lo_k[d-1]..hi_k[d-1]] (inclusive). Products use
 d-dimensional prefix sums and inclusion-exclusion over the 2^d corners: O(N + q 2^d).
-
->>> import numpy as np
->>> B = Ranges((2, 3), lo=[[0, 1]], hi=[[1, 2]])
->>> B @ np.arange(6.0)
-array([14.])
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Matrix specifications: a matrix as validated data (pydantic), so it can cross a process boundary.
 
-The kernel never receives matrix objects from a client: it receives a spec and rebuilds
-the matrix with its own classes (``from_spec``), then computes sensitivities itself.
-Arrays travel as base64 of little-endian bytes.
-
->>> from kernel.matrix import Kronecker, Prefix, Identity
->>> spec = Kronecker([Prefix(4), Identity(2)]).to_spec()
->>> rebuilt = from_spec(MatrixSpecAdapter.validate_json(spec.model_dump_json()))
->>> rebuilt.shape
-(8, 8)
+The kernel never receives matrix objects from a client: it rebuilds the matrix from its spec with its own
+classes (``from_spec``), then computes sensitivities itself. Arrays travel as base64 of little-endian bytes.
 """
 
 from __future__ import annotations
@@ -23,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 import scipy.sparse as sp
 
 from kernel.matrix.base import Matrix, Product, Transpose, Weighted
-from kernel.matrix.blocks import AllRange, Diagonal, Fourier, Haar, Hierarchical, Identity, Intervals, Ones, Prefix, Suffix, WidthRange
-from kernel.matrix.compose import HStack, Kronecker, Marginals, VStack
+from kernel.matrix.blocks import AllRange, Diagonal, Fourier, Identity, Intervals, Ones
+from kernel.matrix.compose import HStack, Kronecker, VStack
 from kernel.matrix.dense import Dense, Sparse
 from kernel.matrix.ranges import Ranges
 
@@ -90,37 +83,12 @@ class DiagonalSpec(_Spec):
         return Diagonal(self.values.array())
 
 
-class PrefixSpec(_Spec):
-    kind: Literal["prefix"] = "prefix"
-    n: Size
-
-    def build(self) -> Matrix:
-        return Prefix(self.n)
-
-
-class SuffixSpec(_Spec):
-    kind: Literal["suffix"] = "suffix"
-    n: Size
-
-    def build(self) -> Matrix:
-        return Suffix(self.n)
-
-
 class AllRangeSpec(_Spec):
     kind: Literal["all_range"] = "all_range"
     n: Size
 
     def build(self) -> Matrix:
         return AllRange(self.n)
-
-
-class WidthRangeSpec(_Spec):
-    kind: Literal["width_range"] = "width_range"
-    n: Size
-    width: Size
-
-    def build(self) -> Matrix:
-        return WidthRange(self.n, self.width)
 
 
 class IntervalsSpec(_Spec):
@@ -141,24 +109,6 @@ class RangesSpec(_Spec):
 
     def build(self) -> Matrix:
         return Ranges(self.shape, self.lo.array(), self.hi.array())
-
-
-class HierarchicalSpec(_Spec):
-    kind: Literal["hierarchical"] = "hierarchical"
-    n: Size
-    branching: Annotated[int, Field(ge=2)]
-    include_root: bool = True
-
-    def build(self) -> Matrix:
-        return Hierarchical(self.n, self.branching, self.include_root)
-
-
-class HaarSpec(_Spec):
-    kind: Literal["haar"] = "haar"
-    n: Size
-
-    def build(self) -> Matrix:
-        return Haar(self.n)
 
 
 class FourierSpec(_Spec):
@@ -195,18 +145,6 @@ class SparseSpec(_Spec):
         if indices.size and (indices.min() < 0 or indices.max() >= self.cols):
             raise ValueError("sparse spec: column index out of range")
         return Sparse(sp.csr_array((self.data.array(), indices, indptr), shape=(self.rows, self.cols)))
-
-
-class MarginalsSpec(_Spec):
-    kind: Literal["marginals"] = "marginals"
-    sizes: list[Size]
-    subsets: list[list[Annotated[int, Field(ge=0)]]]
-    weights: list[float]
-
-    def build(self) -> Matrix:
-        if len(self.subsets) != len(self.weights):
-            raise ValueError("marginals spec: one weight per subset")
-        return Marginals(self.sizes, {tuple(s): w for s, w in zip(self.subsets, self.weights)})
 
 
 class KroneckerSpec(_Spec):
@@ -260,9 +198,8 @@ class TransposeSpec(_Spec):
 
 MatrixSpec = Annotated[
     Union[
-        IdentitySpec, OnesSpec, DiagonalSpec, PrefixSpec, SuffixSpec, AllRangeSpec, WidthRangeSpec,
-        IntervalsSpec, RangesSpec, HierarchicalSpec, HaarSpec, FourierSpec, DenseSpec, SparseSpec, MarginalsSpec, KroneckerSpec,
-        VStackSpec, HStackSpec, ProductSpec, WeightedSpec, TransposeSpec,
+        IdentitySpec, OnesSpec, DiagonalSpec, AllRangeSpec, IntervalsSpec, RangesSpec, FourierSpec, DenseSpec,
+        SparseSpec, KroneckerSpec, VStackSpec, HStackSpec, ProductSpec, WeightedSpec, TransposeSpec,
     ],
     Field(discriminator="kind"),
 ]

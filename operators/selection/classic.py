@@ -30,18 +30,16 @@ import scipy.sparse as sp
 from kernel.matrix import (
     Dense,
     Diagonal,
-    Haar,
-    Hierarchical,
     Identity,
     Intervals,
     Kronecker,
     Matrix,
-    Prefix,
     Product,
     Ranges,
     Total,
     VStack,
 )
+from operators.matrices import Haar, Hierarchical, Prefix
 from operators import algebra
 from operators.domains import Shape, shape_sizes
 from operators.linalg import explicit_sparse

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from operators.client import Handle
-from kernel.matrix import Identity, Matrix, Prefix
+from kernel.matrix import Identity, Matrix
+from operators.matrices import Prefix
 from operators.predicates import attr
 from operators import measure
 from operators.inference import ahp_threshold, nnls

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsmr
 
-from kernel.matrix import Kronecker, Marginals, Matrix, VStack
+from kernel.matrix import Kronecker, Matrix, VStack
+from operators.matrices import Marginals
 from operators.algebra import pinv
 from operators.selection.hdmm import marginals as marg
 from operators.selection.hdmm.blocks import AttributeBlocks

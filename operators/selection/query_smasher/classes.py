@@ -21,7 +21,8 @@ from typing import Literal
 import numpy as np
 
 from operators.domains import DomainLike, as_domain
-from kernel.matrix import AllRange, Dense, Identity, Kronecker, Matrix, Prefix
+from kernel.matrix import AllRange, Dense, Identity, Kronecker, Matrix
+from operators.matrices import Prefix
 
 QueryClass = Literal["marginal", "prefix", "range", "circular", "affine", "abs", "random"]
 CLASSES = ("marginal", "prefix", "range", "circular", "affine", "abs", "random")
