@@ -12,7 +12,7 @@ from operators.client import Session, socket_transport
 from operators.domains import DomainLike, as_domain
 from kernel.domain import Domain
 from kernel.privacy import PureDP, ZCDP
-from kernel.service import Kernel
+from kernel.service import MAX_ROWS, Kernel
 from kernel.table import TableBackend, load_table
 
 BACKENDS = ("numpy", "duckdb", "spark")
@@ -50,6 +50,7 @@ def protect(
     seed: int | None = None,
     ledger: str | Path | None = None,
     backend: str = "numpy",
+    max_rows: int = MAX_ROWS,
 ) -> Session:
     """Load ``table`` into an in-process kernel and return a session; ``session.source`` is the root handle.
 
@@ -59,9 +60,10 @@ def protect(
     keeps the spent budget across restarts. In-process mode shares the analyst's Python process, so
     it protects against mistakes, not against a hostile analyst: use ``connect`` for isolation.
     ``backend="duckdb"`` or ``"spark"`` leaves the rows to that engine (``table``: Parquet/CSV files, a
-    table name, or a Spark DataFrame); see docs/scaling.md.
+    table name, or a Spark DataFrame); see docs/scaling.md. ``max_rows`` is a public bound on the records
+    (docs/privacy/arithmetic.md): a tighter one gives slightly less noise on real-valued strategies.
     """
-    kernel = Kernel(open_table(table, domain, backend), budget, seed=seed, ledger=ledger)
+    kernel = Kernel(open_table(table, domain, backend), budget, seed=seed, ledger=ledger, max_rows=max_rows)
     return Session(kernel.handle_json)
 
 

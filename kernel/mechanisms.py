@@ -25,8 +25,11 @@ from typing import Literal
 
 import numpy as np
 
-from kernel.matrix import Dense, Diagonal, Fourier, Kronecker, Matrix, Product, Sparse, VStack, Weighted
-from kernel.noise import NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, grid_step
+from kernel.matrix import Fourier, HStack, Kronecker, Matrix, Product, Transpose, VStack, Weighted
+from kernel.matrix.rounding import EXACT, LIMIT, UNIT, Evaluation, evaluation, gamma, leaf_entries
+from kernel.noise import (
+    NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, grid_step, supported_scale,
+)
 from kernel.privacy import PureDP, ZCDP
 
 Unit = type[PureDP] | type[ZCDP]
@@ -43,13 +46,7 @@ class Prepared:
     cost: Fraction
 
     def release(self, values: np.ndarray, source: NoiseSource) -> np.ndarray:
-        scaled = np.asarray(values, dtype=np.float64) / self.grid
-        if scaled.size and np.max(np.abs(scaled)) >= _INT_LIMIT:
-            raise ValueError(
-                "answers are too large for the release grid at this noise scale; measure fewer cells at once "
-                "or with a larger noise scale"
-            )
-        codes = np.rint(scaled).astype(np.int64)
+        codes = np.rint(np.asarray(values, dtype=np.float64) / self.grid).astype(np.int64)  # below 2^61: _grid
         units = self.scale / self.grid
         if self.noise == "laplace":
             codes += discrete_laplace(source, units, codes.size)
@@ -75,40 +72,82 @@ def release_many(prepared: list[Prepared], values: list[np.ndarray], source: Noi
 
 
 class MatrixFacts:
-    """A kernel-built matrix and the public facts that set its noise (sensitivity, column support), each
-    computed on first use and kept: a batch measuring one matrix on many sources derives them once."""
+    """A kernel-built matrix and the public facts that set its noise, each computed on first use and kept
+    (a batch measuring one matrix on many sources derives them once). Every fact is a proven upper bound
+    for the arithmetic the kernel runs (kernel.matrix.rounding, docs/privacy/arithmetic.md)."""
 
     def __init__(self, matrix: Matrix):
         self.matrix = matrix
-        self.binary = matrix.binary
         self._sensitivity: dict[str, float] = {}
+        self._evaluations: dict[tuple[float, bool], Evaluation] = {}
 
     @staticmethod
     def of(M: Matrix | MatrixFacts) -> MatrixFacts:
         return M if isinstance(M, MatrixFacts) else MatrixFacts(M)
 
+    def evaluation(self, size: float, integral: bool = True) -> Evaluation:
+        """Bounds on the kernel's float evaluation of M on vectors of L1 norm <= size (integer ones when
+        ``integral``)."""
+        if (size, integral) not in self._evaluations:
+            self._evaluations[size, integral] = evaluation(self.matrix, size, integral)
+        return self._evaluations[size, integral]
+
     def sensitivity(self, norm: Literal["l1", "l2"]) -> float:
-        """The largest column norm; refuses a matrix with no non-zero entries."""
+        """An upper bound on the largest column norm of the exact matrix: the computed norms (exact for
+        integer matrices in L1), plus the rounding error of computing a column, with a relative margin for
+        the norms' own nonnegative sums, products and roots, and an absolute one for their underflows (at
+        most 2^-1074 per product or square). Refuses a matrix with no non-zero entries."""
         if norm not in self._sensitivity:
-            self._sensitivity[norm] = _nonzero_sensitivity(self.matrix, norm)
+            unit = self.evaluation(1.0)
+            if not unit.peak < LIMIT:
+                raise ValueError(f"this matrix has entries or products up to {unit.peak:.3g}, beyond what the kernel "
+                                 "evaluates safely (2^500): rescale it")
+            computed, margin = self.matrix.sensitivity(norm), 1 + gamma(sum(self.matrix.shape) + 64)
+            if unit.exact and unit.size < EXACT:  # integer columns: exact L1 norms; L2 roots exact if integral
+                exact_root = computed == round(computed) < 2**26  # then sqrt(q) rounds to k only for q = k^2
+                computed = computed if norm == "l1" or exact_root else computed * margin
+            else:
+                operations = float(self.matrix.shape[0]) * self.matrix.shape[1] + 64
+                underflow = operations * 2.0**-1074 if norm == "l1" else math.sqrt(operations) * 2.0**-537
+                computed = (computed + unit.error) * margin + underflow
+            if not computed > 0:
+                raise ValueError("the matrix has no non-zero entries: it measures nothing")
+            self._sensitivity[norm] = computed
         return self._sensitivity[norm]
 
-    @functools.cached_property
-    def support(self) -> int:
-        return column_support(self.matrix)
+    def released(self, norm: Literal["l1", "l2"], size: float, integral: bool = True) -> tuple[float, Evaluation]:
+        """(sensitivity of what the kernel releases on vectors of L1 norm <= size, the evaluation bounds):
+        each neighbour's float result is within ``error`` (L1, hence L2) of the exact one."""
+        bounds = self.evaluation(size, integral)
+        if not bounds.peak < LIMIT:
+            raise ValueError(f"this matrix's products can reach {bounds.peak:.3g} on vectors of up to {size:.3g} "
+                             "records, beyond what the kernel evaluates safely (2^500): rescale it")
+        return self.sensitivity(norm) + 2 * bounds.error, bounds
 
 
-def prepare_laplace(M: Matrix | MatrixFacts, epsilon: Fraction, integral: bool, unit: Unit) -> Prepared:
-    """Laplace noise for M x: scale (L1 sensitivity + rounding slack) / epsilon; charge epsilon (or eps^2/2 zCDP)."""
+def prepare_laplace(M: Matrix | MatrixFacts, epsilon: Fraction, size: float, unit: Unit) -> Prepared:
+    """Laplace noise for M x, x integral with ||x||_1 <= size: scale (released L1 sensitivity + rounding
+    slack) / epsilon; charge epsilon (or eps^2/2 zCDP)."""
     M = MatrixFacts.of(M)
-    sensitivity = M.sensitivity("l1")
-    grid, slack = _grid(M, sensitivity / float(epsilon), integral, "l1")
-    return _laplace(sensitivity + slack, grid, epsilon, unit)
+    sensitivity, bounds = M.released("l1", size)
+    grid, slack = _grid(M.matrix, sensitivity / float(epsilon), bounds, "l1")
+    return _laplace(Fraction(sensitivity) + Fraction(slack), grid, epsilon, unit)
 
 
-def _laplace(sensitivity: float, grid: float, epsilon: Fraction, unit: Unit) -> Prepared:
+def _laplace(sensitivity: Fraction, grid: float, epsilon: Fraction, unit: Unit) -> Prepared:
     cost = epsilon if unit is PureDP else epsilon * epsilon / 2
-    return Prepared("laplace", _round_up(sensitivity / float(epsilon)), grid, cost)
+    return Prepared("laplace", _sampled("laplace", sensitivity / epsilon, grid), grid, cost)
+
+
+def _sampled(noise: Literal["laplace", "gaussian"], squared_or_scale: Fraction, grid: float, root: bool = False
+             ) -> float:
+    """The smallest scale the exact samplers draw that is >= the exact scale (or >= its square root, when
+    ``root``); refused, before any charge, if out of their range."""
+    units = squared_or_scale / (Fraction(grid) ** 2 if root else Fraction(grid))
+    t = math.sqrt(units) if root else float(units)
+    while Fraction(t) ** (2 if root else 1) < units:
+        t = math.nextafter(t, math.inf)
+    return supported_scale(noise, t) * grid
 
 
 def dyadic_deviations(x: np.ndarray) -> np.ndarray:
@@ -126,6 +165,13 @@ def dyadic_deviations(x: np.ndarray) -> np.ndarray:
 
 SPLIT_SENSITIVITY = 2.0
 """A unit change of x moves dev(left) + dev(right) by at most 2 (it lies in one side; see docs/privacy/php.md)."""
+
+
+def split_sensitivity(length: int, size: float) -> float:
+    """SPLIT_SENSITIVITY plus twice the float error of a score on an interval of ``length`` cells holding
+    at most ``size`` records: 12 gamma_{2 length + 5} size (two sums of length terms |x_i - mean| of total
+    <= 2 size, the means from a cumulative sum and a division)."""
+    return SPLIT_SENSITIVITY + 2 * 12 * gamma(2 * length + 5) * size
 
 
 def split_scores(x: np.ndarray, chunk: int = 256) -> np.ndarray:
@@ -146,6 +192,13 @@ def split_scores(x: np.ndarray, chunk: int = 256) -> np.ndarray:
 
 FOURIER_SENSITIVITY = 1.0
 """||(I - P_k) x||_2 is 1-Lipschitz in the L2 norm, and a unit change has L2 norm <= 1 (docs/privacy/efpa.md)."""
+
+
+def fourier_sensitivity(n: int, size: float, offsets: np.ndarray) -> float:
+    """FOURIER_SENSITIVITY plus twice the float error of a score -(tail + offset): the coefficients'
+    rounding (L1, hence L2) and relative gamma_{n+6} for the squares, sums, root and the offset's addition."""
+    coefficients = evaluation(Fourier(n), size, True).error
+    return FOURIER_SENSITIVITY + 2 * (coefficients + gamma(n + 6) * (2 * size + float(np.max(np.abs(offsets)))))
 
 
 def fourier_tail_norms(x: np.ndarray) -> np.ndarray:
@@ -191,130 +244,128 @@ def bucket_costs(x: np.ndarray, most: int) -> tuple[np.ndarray, list[np.ndarray]
     return sse, best
 
 
+def structure_first_sensitivity(n: int, bound: float, buckets: int, size: float) -> float:
+    """2 F + 1 for counts clipped to F (docs/privacy/structure-first.md), plus twice the float error of a
+    score: prefix sums of x and x^2 (<= F S, S = min(size, n F)) make each SSE off by 8 gamma_{n+4} F S,
+    and a score adds up to ``buckets`` of them. Refuses (before any charge) scores that could overflow."""
+    reach = min(size, n * bound) * bound * (buckets + 1)
+    if not reach < LIMIT:
+        raise ValueError(f"the bound {bound} makes StructureFirst's scores too large to compute safely")
+    return 2 * bound + 1 + 2 * 10 * gamma(n + buckets + 4) * reach
+
+
 def structure_first_boundaries(
-    source: NoiseSource, x: np.ndarray, bound: float, buckets: int, epsilon: Fraction
+    source: NoiseSource, costs: tuple[np.ndarray, list[np.ndarray]], buckets: int, epsilon: Fraction,
+    sensitivity: float,
 ) -> list[int]:
     """StructureFirst: the buckets - 1 inner boundaries, sampled right to left, each by the exponential
     mechanism with epsilon / (buckets - 1) on -(cheapest SSE of the cells left of it in j buckets + SSE of
-    the bucket it closes). Counts are clipped to the public ``bound`` F first, so every score moves by at
-    most 2 F + 1 (docs/privacy/structure-first.md)."""
-    sse, best = bucket_costs(np.clip(x, 0.0, bound), buckets - 1)
-    boundaries, right = [], x.size
+    the bucket it closes), from ``bucket_costs`` of the counts clipped to the public bound F (scores move
+    by at most ``structure_first_sensitivity``; docs/privacy/structure-first.md)."""
+    sse, best = costs
+    boundaries, right = [], sse.shape[0] - 1
     for j in range(buckets - 1, 0, -1):
         candidates = np.arange(j, right)  # j buckets left of the boundary, a non-empty one right of it
         scores = -(best[j - 1][candidates] + sse[candidates, right])
-        right = int(candidates[select_worst(source, scores, epsilon / (buckets - 1), 2 * bound + 1)])
+        right = int(candidates[select_worst(source, scores, epsilon / (buckets - 1), sensitivity)])
         boundaries.append(right)
     return boundaries[::-1]
 
 
-def prepare_dyadic_deviations(n: int, epsilon: Fraction, unit: Unit) -> Prepared:
-    """Laplace noise for :func:`dyadic_deviations` of an n-cell vector (n >= 2); see docs/privacy/dawa.md.
+def prepare_dyadic_deviations(n: int, size: float, epsilon: Fraction, unit: Unit) -> Prepared:
+    """Laplace noise for :func:`dyadic_deviations` of an n-cell vector (n >= 2) holding at most ``size``
+    records; see docs/privacy/dawa.md.
 
     A unit change of x moves the cost of a block of length L by at most 2 (1 - 1/L), and a cell lies
-    in one block per level, so the L1 sensitivity is sum_{k=1..K} 2 (1 - 2^-k); rounding each cost to
-    the grid adds one grid step per level.
+    in one block per level, so the L1 sensitivity is sum_{k=1..K} 2 (1 - 2^-k). Other blocks' costs are
+    computed from the same cells by the same operations, so in floats too only those K costs differ, each
+    off by at most 4 gamma_{2n+4} size on either neighbour; rounding them to the grid adds one step each.
     """
     levels = (n - 1).bit_length()
-    sensitivity = sum(2.0 * (1.0 - 2.0**-k) for k in range(1, levels + 1))
+    sensitivity = sum(2.0 * (1.0 - 2.0**-k) for k in range(1, levels + 1)) + 2 * levels * 4 * gamma(2 * n + 4) * size
     grid = grid_step(sensitivity / float(epsilon) / levels)
-    return _laplace(sensitivity + grid * levels, grid, epsilon, unit)
+    if not 2 * size * (1 + gamma(2 * n + 4)) / grid < _INT_LIMIT:
+        raise ValueError("the deviations can be too large for the release grid at this epsilon: use a smaller one")
+    return _laplace(Fraction(sensitivity) + Fraction(grid) * levels, grid, epsilon, unit)
 
 
-def prepare_gaussian(
-    M: Matrix | MatrixFacts, rho: Fraction | None, sigma: float | None, integral: bool, unit: Unit
-) -> Prepared:
-    """Gaussian noise for M x; charge rho = (L2 sensitivity + slack)^2 / (2 sigma^2), zCDP sessions only."""
+def prepare_gaussian(M: Matrix | MatrixFacts, rho: Fraction | None, sigma: float | None, size: float,
+                     unit: Unit) -> Prepared:
+    """Gaussian noise for M x, x integral with ||x||_1 <= size; charge rho = (released L2 sensitivity +
+    slack)^2 / (2 sigma^2), zCDP sessions only."""
     if unit is not ZCDP:
         raise ValueError("Gaussian noise needs a zCDP session (a ZCDP budget); this session is pure DP")
     M = MatrixFacts.of(M)
-    sensitivity = M.sensitivity("l2")
+    sensitivity, bounds = M.released("l2", size)
     if rho is not None:
-        grid, slack = _grid(M, sensitivity / math.sqrt(2 * float(rho)), integral, "l2")
-        return Prepared("gaussian", _round_up((sensitivity + slack) / math.sqrt(2 * float(rho))), grid, rho)
-    grid, slack = _grid(M, sigma, integral, "l2")
-    cost = Fraction(sensitivity + slack) ** 2 / (2 * Fraction(sigma) ** 2)
-    return Prepared("gaussian", float(sigma), grid, cost)
+        grid, slack = _grid(M.matrix, sensitivity / math.sqrt(2 * float(rho)), bounds, "l2")
+        squared = (Fraction(sensitivity) + Fraction(slack)) ** 2 / (2 * rho)
+        return Prepared("gaussian", _sampled("gaussian", squared, grid, root=True), grid, rho)
+    grid, slack = _grid(M.matrix, sigma, bounds, "l2")
+    sigma = _sampled("gaussian", Fraction(sigma), grid)
+    cost = (Fraction(sensitivity) + Fraction(slack)) ** 2 / (2 * Fraction(sigma) ** 2)
+    return Prepared("gaussian", sigma, grid, cost)
 
 
-def prepare_exponential(W: Matrix, epsilon: Fraction, unit: Unit) -> tuple[float, Fraction]:
-    """Sensitivity of the scores |w x - w x_hat| (max |w_ij|) and the charge: eps, or eps^2/8 under zCDP.
+def prepare_exponential(W: Matrix, estimate: np.ndarray, size: float, epsilon: Fraction, unit: Unit
+                        ) -> tuple[float, Fraction]:
+    """Sensitivity of the scores |W x - W x_hat| as floats compute them, and the charge: eps, or eps^2/8
+    under zCDP (the exponential mechanism is epsilon-bounded-range, Cesar and Rogers 2021).
 
-    The exponential mechanism is epsilon-bounded-range, hence eps^2/8-zCDP (Cesar and Rogers 2021).
-    """
-    sensitivity = max_abs_entry(W)
-    if sensitivity == 0:
-        raise ValueError("the workload has no non-zero entries: every query scores 0")
-    return sensitivity, exponential_cost(epsilon, unit)
+    A record moves W x by one column (entries <= max |w_ij|); the float scores are each within the whole
+    evaluation error of W on x - x_hat (||.||_1 <= size + ||x_hat||_1), plus the subtraction's rounding."""
+    W = MatrixFacts.of(W)
+    reach = (size + float(np.abs(estimate).sum())) * (1 + gamma(estimate.size + 2))
+    _, bounds = W.released("l1", reach, integral=False)
+    sensitivity = max_abs_entry(W) + 2 * (bounds.error + UNIT * W.sensitivity("l1") * reach)
+    return selectable(epsilon, sensitivity), exponential_cost(epsilon, unit)
 
 
 def exponential_cost(epsilon: Fraction, unit: Unit) -> Fraction:
     return epsilon if unit is PureDP else epsilon * epsilon / 8
 
 
-def select_worst(source: NoiseSource, scores: np.ndarray, epsilon: Fraction, sensitivity: float) -> int:
-    return int(exponential_mechanism(source, scores, float(epsilon), sensitivity))
-
-
-# ---- sensitivity helpers -------------------------------------------------------------------
-
-
-def _nonzero_sensitivity(M: Matrix, norm: Literal["l1", "l2"]) -> float:
-    sensitivity = M.sensitivity(norm)
-    if not sensitivity > 0:
-        raise ValueError("the matrix has no non-zero entries: it measures nothing")
+def selectable(epsilon: Fraction, sensitivity: float) -> float:
+    """``sensitivity``, once checked (before any charge) to give a rate epsilon / (2 sensitivity) the exact
+    sampler accepts."""
+    if not (sensitivity > 0 and 2.0**-1000 <= epsilon / (2 * Fraction(sensitivity)) <= 2.0**1000):
+        raise ValueError(f"epsilon {float(epsilon):.3g} over twice the score sensitivity {sensitivity:.3g} must lie "
+                         "between 2^-1000 and 2^1000: rescale the scores")
     return sensitivity
 
 
-def _round_up(value: float) -> float:
-    """Absorb the few half-ulp roundings of the scale formulas: never under-noise."""
-    return value * (1.0 + 2.0**-48)
+def select_worst(source: NoiseSource, scores: np.ndarray, epsilon: Fraction, sensitivity: float) -> int:
+    return int(exponential_mechanism(source, scores, epsilon, sensitivity))
 
 
-def _grid(M: MatrixFacts, scale: float, integral: bool, norm: str) -> tuple[float, float]:
-    """Release grid step and the sensitivity slack its rounding adds."""
-    if integral and M.binary:  # counts times a 0/1 matrix are integers: no rounding at all
-        return min(1.0, grid_step(scale)), 0.0
-    support = M.support
-    grid = grid_step(scale / support)
-    return grid, grid * (support if norm == "l1" else math.sqrt(support))
+# ---- helpers -------------------------------------------------------------------------------
 
 
-def column_support(M: Matrix) -> int:
-    """An upper bound on the number of non-zero entries in any column (exact for the common classes)."""
-    if M.binary:
-        return max(1, int(round(M.sensitivity("l1"))))
-    if isinstance(M, Dense):
-        return max(1, int((M.array != 0).sum(axis=0).max()))
-    if isinstance(M, Sparse):
-        return max(1, int(np.diff(M.matrix.tocsc().indptr).max()))
-    if isinstance(M, Diagonal):
-        return 1
-    if isinstance(M, Weighted):
-        return column_support(M.base)
-    if isinstance(M, Kronecker):
-        return math.prod(column_support(f) for f in M.factors)
-    if isinstance(M, VStack):
-        return sum(column_support(b) for b in M.blocks)
-    if isinstance(M, Product) and len(M.factors) == 2 and isinstance(M.factors[0], Diagonal):
-        return column_support(M.factors[1])
-    return M.shape[0]
+def _grid(M: Matrix, scale: float, bounds: Evaluation, norm: str) -> tuple[float, float]:
+    """Release grid step (a power of two) and the sensitivity slack its rounding adds. Exact integer answers
+    sit on a grid of step <= 1 already; otherwise every row may round differently on neighbours, and the
+    step is about 2^-20 of the scale per row. Either way it is coarse enough that no code on it can reach
+    2^61 (public bounds), so the release cannot overflow."""
+    reach = bounds.peak + bounds.error
+    floor = 2.0 ** math.ceil(math.log2(reach / 2.0**61)) if reach > 0 else 0.0
+    if bounds.exact and floor <= 1.0:
+        return max(min(1.0, grid_step(scale)), floor), 0.0
+    grid = max(grid_step(scale / M.shape[0]), floor)
+    return grid, grid * (M.shape[0] if norm == "l1" else math.isqrt(M.shape[0] - 1) + 1)  # >= sqrt(m)
 
 
-def max_abs_entry(M: Matrix) -> float:
-    """max |M_ij| (exact for the common classes; otherwise the max column L2 norm, an upper bound)."""
-    if M.binary:
-        return 1.0 if M.sensitivity("l1") > 0 else 0.0
-    if isinstance(M, Dense):
-        return float(np.abs(M.array).max())
-    if isinstance(M, Sparse):
-        return float(np.abs(M.matrix.data).max(initial=0.0))
-    if isinstance(M, Diagonal):
-        return float(np.abs(M.values).max())
-    if isinstance(M, Weighted):
-        return abs(M.weight) * max_abs_entry(M.base)
-    if isinstance(M, Kronecker):
-        return math.prod(max_abs_entry(f) for f in M.factors)
-    if isinstance(M, VStack):
-        return max(max_abs_entry(b) for b in M.blocks)
-    return M.sensitivity("l2")
+def max_abs_entry(M: MatrixFacts) -> float:
+    """An upper bound on max |M_ij|: exact for leaves, composed for weights, Kronecker products, stacks and
+    transposes, and otherwise the largest column L1 norm."""
+    m = M.matrix
+    if isinstance(m, Weighted):
+        return abs(m.weight) * max_abs_entry(MatrixFacts(m.base)) * (1 + UNIT)
+    if isinstance(m, Kronecker):
+        return math.prod(max_abs_entry(MatrixFacts(f)) for f in m.factors) * (1 + gamma(len(m.factors)))
+    if isinstance(m, (VStack, HStack)):
+        return max(max_abs_entry(MatrixFacts(b)) for b in m.blocks)
+    if isinstance(m, Transpose):
+        return max_abs_entry(MatrixFacts(m.base))
+    if isinstance(m, Product):
+        return M.sensitivity("l1")
+    return leaf_entries(m)[0]

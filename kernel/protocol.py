@@ -15,7 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeI
 from kernel.domain import Domain
 from kernel.matrix.spec import ArrayData, MatrixSpec
 from kernel.predicate import Predicate
-from kernel.privacy import Budget, PureDP, ZCDP
+from kernel.privacy import Budget, requested_amount
 
 SourceId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 
@@ -24,9 +24,11 @@ class _Message(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-# Privacy parameters are read exactly (as PureDP / ZCDP read them) and must be positive and finite.
-Epsilon = Annotated[Fraction, BeforeValidator(lambda value: PureDP(value).value)]
-Rho = Annotated[Fraction, BeforeValidator(lambda value: ZCDP(value).value)]
+# Privacy parameters are read with bounded size, must be positive and finite, and are rounded down onto the
+# amount grid here, so the value that sets the noise is the value charged (docs/privacy/numbers.md).
+Epsilon = Annotated[Fraction, BeforeValidator(lambda value: requested_amount("epsilon", value))]
+Rho = Annotated[Fraction, BeforeValidator(lambda value: requested_amount("rho", value))]
+Sigma = Annotated[float, BeforeValidator(lambda value: float(requested_amount("sigma", value)))]
 
 
 class Partition(_Message):
@@ -104,6 +106,13 @@ class SplitByPartition(_Message):
     partition: Partition
 
 
+class Release(_Message):
+    """Free the data of a source and of everything derived from it; lineage and charges stay."""
+
+    op: Literal["release"] = "release"
+    source: SourceId
+
+
 class Laplace(_Message):
     """y = M x + Laplace noise of scale (L1 sensitivity of M) / epsilon, released on a grid."""
 
@@ -117,7 +126,7 @@ class _GaussianNoise(_Message):
     """The noise of a Gaussian measurement: exactly one of rho (zCDP spent) or sigma (per unit L2 sensitivity)."""
 
     rho: Rho | None = None
-    sigma: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    sigma: Sigma | None = None
 
     @model_validator(mode="after")
     def _one_parameter(self) -> _GaussianNoise:
@@ -226,7 +235,7 @@ class TranscriptLog(_Message):
 Request = Annotated[
     Union[
         Root, Describe, Where, Project, Vectorize, VectorizeMany, Transform, ReduceByPartition, SplitByPartition,
-        Laplace, Gaussian, GaussianBatch, NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect,
+        Release, Laplace, Gaussian, GaussianBatch, NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect,
         StructureFirst, BudgetStatus, LineageGraph, TranscriptLog,
     ],
     Field(discriminator="op"),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import networkx as nx
 import numpy as np
@@ -24,12 +24,15 @@ from kernel import protocol as p
 from kernel.accountant import Accountant, BudgetExceeded
 from kernel.domain import Domain
 from kernel.ledger import SqliteLedger
+from kernel.limits import Limits
 from kernel.matrix import Matrix, Ones, Total, from_spec
+from kernel.matrix.rounding import EXACT
 from kernel.matrix.threads import single_threaded_blas
 from kernel.mechanisms import (
-    FOURIER_SENSITIVITY, SPLIT_SENSITIVITY, MatrixFacts, Prepared, dyadic_deviations, exponential_cost,
-    fourier_tail_norms, prepare_dyadic_deviations, prepare_exponential, prepare_gaussian, prepare_laplace,
-    release_many, select_worst, split_scores, structure_first_boundaries,
+    MatrixFacts, Prepared, bucket_costs, dyadic_deviations, exponential_cost, fourier_sensitivity, fourier_tail_norms,
+    prepare_dyadic_deviations, prepare_exponential, prepare_gaussian, prepare_laplace, release_many, select_worst,
+    selectable,
+    split_scores, split_sensitivity, structure_first_boundaries, structure_first_sensitivity,
 )
 from kernel.noise import NoiseSource
 from kernel.predicate import And, Predicate, validate_predicate
@@ -52,8 +55,14 @@ class _Table:
 
 @dataclass(frozen=True)
 class _Vector:
+    """Integer counts (exact: every entry below 2^53) and a public bound on their L1 norm."""
+
     values: np.ndarray
-    integral: bool
+    bound: float
+
+
+_RELEASED = object()
+"""What a released source's data is replaced by."""
 
 
 class UnknownSource(KeyError):
@@ -61,6 +70,8 @@ class UnknownSource(KeyError):
 
 
 _INT32_MAX = np.iinfo(np.int32).max
+MAX_ROWS = 1 << 32
+"""Default public bound on the table's records, on which the kernel's rounding-error bounds rest."""
 
 QUADRATIC_LIMIT = 8192
 """Longest vector or interval the quadratic-cost selection mechanisms (PHP, StructureFirst) accept."""
@@ -76,9 +87,18 @@ class Kernel:
         *,
         seed: int | None = None,
         ledger: str | Path | None = None,
+        max_rows: int = MAX_ROWS,
+        limits: Limits = Limits(),
     ):
+        """``max_rows`` is a public bound on the table's records (checked here, never released otherwise):
+        rounding-error bounds, hence charges, rest on it, so a tighter one gives slightly less noise."""
         if not isinstance(budget, (PureDP, ZCDP)):
             raise TypeError("budget must be PureDP(epsilon) or ZCDP(rho)")
+        if not 1 <= max_rows < EXACT / 2:
+            raise ValueError(f"max_rows must be between 1 and 2^52, got {max_rows}")
+        if table.count() > max_rows:
+            raise ValueError(f"the table has more records than max_rows = {max_rows}: give a larger public bound")
+        self._max_rows, self._limits = float(max_rows), limits
         self._lock = threading.Lock()
         self._seeded = seed is not None
         self._noise = NoiseSource.seeded(seed) if seed is not None else NoiseSource()
@@ -101,7 +121,10 @@ class Kernel:
         with self._lock:
             entry: dict[str, Any] = {"seq": len(self._transcript), "time": time.time(), **_summary(request)}
             try:
-                response = getattr(self, f"_op_{request.op}")(request)
+                response = _OPERATIONS[type(request)](self, request)
+                if isinstance(response, _Measurement):  # the one place where budget is charged
+                    self._accountant.charge_many(response.charges, record=request.op)
+                    response = response.release()
             except BudgetExceeded as error:
                 response = p.ErrorInfo(error="budget_exceeded", message=str(error))
             except UnknownSource as error:
@@ -145,6 +168,8 @@ class Kernel:
         if name not in self._sources or self._sources[name] is None:
             raise UnknownSource(f"unknown source {name}: it does not belong to this kernel session")
         source = self._sources[name]
+        if source is _RELEASED:
+            raise ValueError(f"source {name} was released: its data are gone (its lineage and charges are kept)")
         if kind is not None and not isinstance(source, kind):
             wanted = "table" if kind is _Table else "vector"
             raise ValueError(f"source {name} is a {self._graph.nodes[name]['kind']}; this operation needs a {wanted}")
@@ -154,7 +179,23 @@ class Kernel:
         source = self._sources[name]
         if isinstance(source, _Table):
             return p.SourceInfo(source=name, source_kind="table", domain=source.domain, size=source.domain.size)
-        return p.SourceInfo(source=name, source_kind="vector", size=int(source.values.size))
+        return p.SourceInfo(source=name, source_kind="vector", size=self._graph.nodes[name].get("size", 0))
+
+    def _held(self) -> int:
+        return sum(s.values.nbytes for s in self._sources.values() if isinstance(s, _Vector))
+
+    def _new_vector(self, cells: int, what: str) -> None:
+        """Refuse, before building it, a vector over the per-request cell limit or the memory limit."""
+        self._limits.cells(what, cells)
+        self._limits.hold(self._held(), 8 * cells)
+
+    def _op_release(self, request: p.Release) -> p.Sources:
+        self._get(request.source)
+        names = [request.source, *nx.descendants(self._graph, request.source)]
+        infos = [self._info(name) for name in names if self._sources[name] not in (None, _RELEASED)]
+        for name in names:
+            self._sources[name] = _RELEASED
+        return p.Sources(sources=infos)
 
     # ---- transformations ---------------------------------------------------------------
     def _op_root(self, request: p.Root) -> p.SourceInfo:
@@ -184,36 +225,48 @@ class Kernel:
         table = self._get(request.source, _Table)
         if request.attributes is not None:  # projection is 1-stable: the vector stays 1-stable
             table = self._projected(table, request.attributes)
+        self._new_vector(table.domain.size, "the histogram")
         return self._info(self._vectorized(request.source, table))
 
     def _op_vectorize_many(self, request: p.VectorizeMany) -> p.Sources:
         table = self._get(request.source, _Table)
         tables = [self._projected(table, attributes) for attributes in request.attributes]  # all valid, or none made
+        for t in tables:
+            self._limits.cells("a histogram", t.domain.size)
+        self._limits.hold(self._held(), 8 * sum(t.domain.size for t in tables))
         return p.Sources(sources=[self._info(self._vectorized(request.source, t)) for t in tables])
 
     def _vectorized(self, parent: str, table: _Table) -> str:
         counts = np.asarray(table.backend.histogram(table.attributes, table.predicate), dtype=np.int64).ravel()
         if counts.size and counts.max() <= _INT32_MAX:  # held as int32: half the memory (a batch holds many)
             counts = counts.astype(np.int32)
-        name = self._derive(parent, _Vector(counts, True), "vectorize", Fraction(1))
+        name = self._derive(parent, _Vector(counts, self._max_rows), "vectorize", Fraction(1))
         names = table.backend.domain.names
         self._graph.nodes[name]["attributes"] = [names[i] for i in table.attributes]  # the cells' axes, in order
         return name
 
     def _op_transform(self, request: p.Transform) -> p.SourceInfo:
+        """Integer matrices only, evaluated exactly: the child is integer counts again, and its stability is
+        the matrix's exact largest column L1 norm (docs/privacy/arithmetic.md)."""
         vector = self._get(request.source, _Vector)
         M = self._matrix(request.matrix, vector)
-        stability = _exact_upper(M.sensitivity("l1"))
-        values = M @ vector.values
-        integral = vector.integral and M.binary
-        child = _Vector(np.rint(values).astype(np.int64) if integral else values, integral)
+        bounds = M.evaluation(vector.bound)
+        if not (bounds.exact and bounds.size < EXACT):
+            raise ValueError(
+                "a transform needs a matrix with integer entries whose products on this vector stay exact (below "
+                f"2^53; up to {bounds.peak:.3g} here, L1 norm up to {bounds.size:.3g}): measure such a matrix instead"
+            )
+        self._new_vector(M.matrix.shape[0], "the transformed vector")
+        stability = Fraction(int(M.sensitivity("l1")))
+        child = _Vector(np.rint(M.matrix @ vector.values).astype(np.int64), bounds.size)
         return self._info(self._derive(request.source, child, "transform", stability))
 
     def _op_reduce_by_partition(self, request: p.ReduceByPartition) -> p.SourceInfo:
         vector = self._get(request.source, _Vector)
         labels, groups = self._partition(request.partition, vector)
-        reduced = np.bincount(labels, weights=vector.values, minlength=groups)
-        child = _Vector(np.rint(reduced).astype(np.int64) if vector.integral else reduced, vector.integral)
+        self._new_vector(groups, "the reduced vector")
+        reduced = np.bincount(labels, weights=vector.values, minlength=groups)  # exact: sums below 2^53
+        child = _Vector(np.rint(reduced).astype(np.int64), vector.bound)
         return self._info(self._derive(request.source, child, "reduce_by_partition", Fraction(1)))
 
     def _op_split_by_partition(self, request: p.SplitByPartition) -> p.Parts:
@@ -222,32 +275,35 @@ class Kernel:
         sizes = np.bincount(labels, minlength=groups)
         if np.any(sizes == 0):
             raise ValueError(f"partition group(s) {np.flatnonzero(sizes == 0)[:5].tolist()} have no cells")
+        self._limits.hold(self._held(), vector.values.nbytes)
         node = self._derive(request.source, None, "split_by_partition", Fraction(1), kind="partition")
         order = np.argsort(labels, kind="stable")
         bounds = np.r_[0, np.cumsum(sizes)]
         parts = []
         for g in range(groups):
-            part = _Vector(vector.values[order[bounds[g] : bounds[g + 1]]], vector.integral)
+            part = _Vector(vector.values[order[bounds[g] : bounds[g + 1]]], vector.bound)
             parts.append(self._info(self._derive(node, part, "part", Fraction(1))))
         return p.Parts(parts=parts)
 
-    # ---- measurements ------------------------------------------------------------------
-    def _op_laplace(self, request: p.Laplace) -> p.Answer:
+    # ---- measurements: validate and prepare from public facts, then one charge, then noise ----
+    def _op_laplace(self, request: p.Laplace) -> _Measurement:
         vector = self._get(request.source, _Vector)
         M = self._matrix(request.matrix, vector)
-        prepared = prepare_laplace(M, request.epsilon, vector.integral, self._accountant.kind)
-        return self._release(request, prepared, M @ vector.values)
+        prepared = prepare_laplace(M, request.epsilon, vector.bound, self._accountant.kind)
+        return self._answer(request.source, prepared, M.matrix @ vector.values)
 
-    def _op_gaussian(self, request: p.Gaussian) -> p.Answer:
+    def _op_gaussian(self, request: p.Gaussian) -> _Measurement:
         vector = self._get(request.source, _Vector)
         M = self._matrix(request.matrix, vector)
-        prepared = prepare_gaussian(M, request.rho, request.sigma, vector.integral, self._accountant.kind)
-        return self._release(request, prepared, M @ vector.values)
+        prepared = prepare_gaussian(M, request.rho, request.sigma, vector.bound, self._accountant.kind)
+        return self._answer(request.source, prepared, M.matrix @ vector.values)
 
-    def _op_gaussian_batch(self, request: p.GaussianBatch) -> p.Answers:
+    def _op_gaussian_batch(self, request: p.GaussianBatch) -> _Measurement:
         """Each item exactly as its own ``gaussian`` request (same matrix, sensitivity, scale, grid, charge);
         the charges compose in order and are made together, all or none, before any noise is drawn."""
         vectors = [self._get(item.source, _Vector) for item in request.items]
+        for spec in request.matrices:
+            self._limits.spec(spec)
         matrices = [MatrixFacts(from_spec(spec)) for spec in request.matrices]  # each built once
         prepared, memo = [], {}
         for position, (item, vector) in enumerate(zip(request.items, vectors)):
@@ -255,51 +311,57 @@ class Kernel:
             if M.shape[1] != vector.values.size:
                 raise ValueError(f"item {position}: the matrix has {M.shape[1]} columns but the vector has "
                                  f"{vector.values.size} cells")
-            key = (item.matrix, item.rho, item.sigma, vector.integral)
+            self._limits.matrix(M)
+            key = (item.matrix, item.rho, item.sigma, vector.bound)
             if key not in memo:
-                memo[key] = prepare_gaussian(matrices[item.matrix], item.rho, item.sigma, vector.integral,
+                memo[key] = prepare_gaussian(matrices[item.matrix], item.rho, item.sigma, vector.bound,
                                              self._accountant.kind)
             prepared.append(memo[key])
         exact = _products(matrices, [item.matrix for item in request.items], vectors)
-        self._accountant.charge_many([(item.source, q.cost) for item, q in zip(request.items, prepared)],
-                                     record=request.op)  # refuses before any noise
-        released = release_many(prepared, exact, self._noise)
-        charges = {q.cost: self._accountant.as_budget(q.cost) for q in prepared}
-        return p.Answers(answers=[
-            p.Answer(values=p.ArrayData.of(values), noise=q.noise, scale=q.scale, grid=q.grid, charge=charges[q.cost],
-                     seeded=self._seeded)
-            for q, values in zip(prepared, released)
-        ])
 
-    def _op_noisy_count(self, request: p.NoisyCount) -> p.Answer:
+        def release() -> p.Answers:
+            released = release_many(prepared, exact, self._noise)
+            charges = {q.cost: self._accountant.as_budget(q.cost) for q in prepared}
+            return p.Answers(answers=[
+                p.Answer(values=p.ArrayData.of(values), noise=q.noise, scale=q.scale, grid=q.grid,
+                         charge=charges[q.cost], seeded=self._seeded)
+                for q, values in zip(prepared, released)
+            ])
+
+        return _Measurement([(item.source, q.cost) for item, q in zip(request.items, prepared)], release)
+
+    def _op_noisy_count(self, request: p.NoisyCount) -> _Measurement:
         source = self._get(request.source)
         if isinstance(source, _Table):
-            total, M, integral = np.array([source.backend.count(source.predicate)]), Ones(1, 1), True
+            total, M, bound = np.array([source.backend.count(source.predicate)]), Ones(1, 1), self._max_rows
         else:
-            total, M, integral = np.array([source.values.sum()]), Total(source.values.size), source.integral
-        prepared = prepare_laplace(M, request.epsilon, integral, self._accountant.kind)
-        return self._release(request, prepared, total)
+            total, M, bound = np.array([source.values.sum()]), Total(source.values.size), source.bound
+        prepared = prepare_laplace(M, request.epsilon, bound, self._accountant.kind)
+        return self._answer(request.source, prepared, total)
 
-    def _op_worst_approx(self, request: p.WorstApprox) -> p.Selected:
+    def _op_worst_approx(self, request: p.WorstApprox) -> _Measurement:
         vector = self._get(request.source, _Vector)
         W = self._matrix(request.workload, vector)
         estimate = request.estimate.array()
         if estimate.shape != vector.values.shape or not np.all(np.isfinite(estimate)):
             raise ValueError(f"the estimate must be {vector.values.size} finite numbers, got shape {estimate.shape}")
-        sensitivity, cost = prepare_exponential(W, request.epsilon, self._accountant.kind)
-        self._accountant.charge(request.source, cost, record=request.op)
-        scores = np.abs(W @ (vector.values - estimate))
-        index = select_worst(self._noise, scores, request.epsilon, sensitivity)
-        return p.Selected(index=index, charge=self._accountant.as_budget(cost), seeded=self._seeded)
+        sensitivity, cost = prepare_exponential(W, estimate, vector.bound, request.epsilon, self._accountant.kind)
+        scores = np.abs(W.matrix @ (vector.values - estimate))
 
-    def _op_dyadic_deviations(self, request: p.DyadicDeviations) -> p.Answer:
+        def release() -> p.Selected:
+            index = select_worst(self._noise, scores, request.epsilon, sensitivity)
+            return p.Selected(index=index, charge=self._accountant.as_budget(cost), seeded=self._seeded)
+
+        return _Measurement([(request.source, cost)], release)
+
+    def _op_dyadic_deviations(self, request: p.DyadicDeviations) -> _Measurement:
         vector = self._get(request.source, _Vector)
         if vector.values.size < 2:
             raise ValueError("dyadic deviations need a vector of at least 2 cells")
-        prepared = prepare_dyadic_deviations(vector.values.size, request.epsilon, self._accountant.kind)
-        return self._release(request, prepared, dyadic_deviations(vector.values.astype(np.float64)))
+        prepared = prepare_dyadic_deviations(vector.values.size, vector.bound, request.epsilon, self._accountant.kind)
+        return self._answer(request.source, prepared, dyadic_deviations(vector.values.astype(np.float64)))
 
-    def _op_split_points(self, request: p.SplitPoints) -> p.Splits:
+    def _op_split_points(self, request: p.SplitPoints) -> _Measurement:
         vector = self._get(request.source, _Vector)
         previous_stop = 0
         for start, stop in request.intervals:
@@ -310,27 +372,37 @@ class Kernel:
                 )
             previous_stop = stop
         cost = exponential_cost(request.epsilon, self._accountant.kind)  # disjoint intervals: parallel composition
-        self._accountant.charge(request.source, cost, record=request.op)
         values = vector.values.astype(np.float64)
-        indices = [
-            start + 1 + select_worst(self._noise, split_scores(values[start:stop]), request.epsilon, SPLIT_SENSITIVITY)
-            for start, stop in request.intervals
-        ]
-        return p.Splits(indices=indices, charge=self._accountant.as_budget(cost), seeded=self._seeded)
+        scores = [(split_scores(values[start:stop]),
+                   selectable(request.epsilon, split_sensitivity(stop - start, vector.bound)))
+                  for start, stop in request.intervals]
 
-    def _op_fourier_select(self, request: p.FourierSelect) -> p.Selected:
+        def release() -> p.Splits:
+            indices = [start + 1 + select_worst(self._noise, s, request.epsilon, sensitivity)
+                       for (start, _), (s, sensitivity) in zip(request.intervals, scores)]
+            return p.Splits(indices=indices, charge=self._accountant.as_budget(cost), seeded=self._seeded)
+
+        return _Measurement([(request.source, cost)], release)
+
+    def _op_fourier_select(self, request: p.FourierSelect) -> _Measurement:
         vector = self._get(request.source, _Vector)
         offsets = request.offsets.array()
         n = vector.values.size
         if offsets.shape != (n,) or not np.all(np.isfinite(offsets)):
             raise ValueError(f"offsets must be {n} finite numbers, one for each k = 1..{n}; got shape {offsets.shape}")
+        if np.abs(offsets).max(initial=0.0) >= 2.0**500:
+            raise ValueError("offsets must be below 2^500 in magnitude")
+        sensitivity = selectable(request.epsilon, fourier_sensitivity(n, vector.bound, offsets))
         cost = exponential_cost(request.epsilon, self._accountant.kind)
-        self._accountant.charge(request.source, cost, record=request.op)
         scores = -(fourier_tail_norms(vector.values.astype(np.float64)) + offsets)
-        k = 1 + select_worst(self._noise, scores, request.epsilon, FOURIER_SENSITIVITY)
-        return p.Selected(index=k, charge=self._accountant.as_budget(cost), seeded=self._seeded)
 
-    def _op_structure_first(self, request: p.StructureFirst) -> p.Splits:
+        def release() -> p.Selected:
+            k = 1 + select_worst(self._noise, scores, request.epsilon, sensitivity)
+            return p.Selected(index=k, charge=self._accountant.as_budget(cost), seeded=self._seeded)
+
+        return _Measurement([(request.source, cost)], release)
+
+    def _op_structure_first(self, request: p.StructureFirst) -> _Measurement:
         vector = self._get(request.source, _Vector)
         if not request.buckets <= vector.values.size <= QUADRATIC_LIMIT:
             raise ValueError(
@@ -338,18 +410,25 @@ class Kernel:
                 f"most {QUADRATIC_LIMIT}; the vector has {vector.values.size} (reduce or split it first)"
             )
         cost = exponential_cost(request.epsilon, self._accountant.kind)  # buckets - 1 draws at eps / (buckets - 1)
-        self._accountant.charge(request.source, cost, record=request.op)
-        values = vector.values.astype(np.float64)
-        indices = structure_first_boundaries(self._noise, values, request.bound, request.buckets, request.epsilon)
-        return p.Splits(indices=indices, charge=self._accountant.as_budget(cost), seeded=self._seeded)
+        sensitivity = selectable(request.epsilon / (request.buckets - 1), structure_first_sensitivity(
+            vector.values.size, request.bound, request.buckets, vector.bound))
+        costs = bucket_costs(np.clip(vector.values.astype(np.float64), 0.0, request.bound), request.buckets - 1)
 
-    def _release(self, request, prepared: Prepared, exact: np.ndarray) -> p.Answer:
-        self._accountant.charge(request.source, prepared.cost, record=request.op)  # refuses before any noise
-        values = prepared.release(exact, self._noise)
-        return p.Answer(
-            values=p.ArrayData.of(values), noise=prepared.noise, scale=prepared.scale, grid=prepared.grid,
-            charge=self._accountant.as_budget(prepared.cost), seeded=self._seeded,
-        )
+        def release() -> p.Splits:
+            indices = structure_first_boundaries(self._noise, costs, request.buckets, request.epsilon, sensitivity)
+            return p.Splits(indices=indices, charge=self._accountant.as_budget(cost), seeded=self._seeded)
+
+        return _Measurement([(request.source, cost)], release)
+
+    def _answer(self, source: str, prepared: Prepared, exact: np.ndarray) -> _Measurement:
+        def release() -> p.Answer:
+            values = prepared.release(exact, self._noise)
+            return p.Answer(
+                values=p.ArrayData.of(values), noise=prepared.noise, scale=prepared.scale, grid=prepared.grid,
+                charge=self._accountant.as_budget(prepared.cost), seeded=self._seeded,
+            )
+
+        return _Measurement([(source, prepared.cost)], release)
 
     # ---- public state ------------------------------------------------------------------
     def _op_budget(self, request: p.BudgetStatus) -> p.BudgetInfo:
@@ -372,11 +451,13 @@ class Kernel:
         return p.TranscriptInfo(seeded=self._seeded, entries=list(self._transcript))
 
     # ---- validation helpers ------------------------------------------------------------
-    def _matrix(self, spec, vector: _Vector) -> Matrix:
+    def _matrix(self, spec, vector: _Vector) -> MatrixFacts:
+        self._limits.spec(spec)
         M = from_spec(spec)
         if M.shape[1] != vector.values.size:
             raise ValueError(f"the matrix has {M.shape[1]} columns but the vector has {vector.values.size} cells")
-        return M
+        self._limits.matrix(M)
+        return MatrixFacts(M)
 
     def _partition(self, partition: p.Partition, vector: _Vector) -> tuple[np.ndarray, int]:
         n = vector.values.size
@@ -388,12 +469,37 @@ class Kernel:
             if labels.size and (labels.min() < 0 or labels.max() >= groups):
                 raise ValueError(f"partition labels must lie in 0..{groups - 1}")
             return labels, groups
+        self._limits.spec(partition.matrix)
         P = from_spec(partition.matrix)
+        self._limits.matrix(P)
         if P.shape[1] != n:
             raise ValueError(f"the partition matrix has {P.shape[1]} columns but the vector has {n} cells")
         if not P.binary or not np.all(P.column_norms("l1") == 1.0):
             raise ValueError("not a partition: every cell (column) must belong to exactly one group, with weight 1")
         return np.rint(P.T @ np.arange(P.shape[0], dtype=np.float64)).astype(np.int64), P.shape[0]
+
+
+@dataclass(frozen=True)
+class _Measurement:
+    """A measurement validated and prepared from public facts, with its exact pre-noise values or scores
+    computed: the charges it needs, and its release, which only draws noise and cannot fail."""
+
+    charges: list[tuple[str, Fraction]]
+    release: Callable[[], Any]
+
+
+_OPERATIONS: dict[type, Callable[[Kernel, Any], Any]] = {
+    p.Root: Kernel._op_root, p.Describe: Kernel._op_describe, p.Where: Kernel._op_where,
+    p.Project: Kernel._op_project, p.Vectorize: Kernel._op_vectorize, p.VectorizeMany: Kernel._op_vectorize_many,
+    p.Transform: Kernel._op_transform, p.ReduceByPartition: Kernel._op_reduce_by_partition,
+    p.SplitByPartition: Kernel._op_split_by_partition, p.Release: Kernel._op_release,
+    p.Laplace: Kernel._op_laplace, p.Gaussian: Kernel._op_gaussian, p.GaussianBatch: Kernel._op_gaussian_batch,
+    p.NoisyCount: Kernel._op_noisy_count, p.WorstApprox: Kernel._op_worst_approx,
+    p.DyadicDeviations: Kernel._op_dyadic_deviations, p.SplitPoints: Kernel._op_split_points,
+    p.FourierSelect: Kernel._op_fourier_select, p.StructureFirst: Kernel._op_structure_first,
+    p.BudgetStatus: Kernel._op_budget, p.LineageGraph: Kernel._op_lineage, p.TranscriptLog: Kernel._op_transcript,
+}
+"""Every request type and the one method that answers it."""
 
 
 _PRODUCT_ENTRIES = 1 << 17
@@ -425,12 +531,6 @@ def _product_group(M: Matrix, members: list[int], vectors: list[_Vector], out: l
         Y = M @ X.T
         for column, i in enumerate(chunk):
             out[i] = Y[:, column]
-
-
-def _exact_upper(value: float) -> Fraction:
-    """A stability as an exact fraction, rounded up unless it is an exact integer."""
-    exact = Fraction(value)
-    return exact if exact.denominator == 1 else exact * (1 + Fraction(1, 2**40))
 
 
 def _summary(request) -> dict[str, Any]:

@@ -84,9 +84,10 @@ def test_mwem_noisy_total_comes_first_with_its_share_and_the_rounds_split_the_re
     run = mwem.run(session.source, wl.Prefix(64), 1, rounds=4, total_share="1/10")
     total, *rounds = run.measurements
     assert np.array_equal(total.matrix.dense(), np.ones((1, 64))) and len(rounds) == 4 and len(run.selected) == 4
-    # Laplace std sqrt(2) / eps: the total got eps / 10, each round (9/10) eps / 8 for its measurement
-    assert total.noise_std == pytest.approx(math.sqrt(2) * 10)
-    assert all(m.noise_std == pytest.approx(math.sqrt(2) * 8 / 0.9) for m in rounds)
+    # Laplace std sqrt(2) / eps: the total got eps / 10, each round (9/10) eps / 8 for its measurement (the
+    # exact sampler rounds scales up to 11 significant bits: at most 2^-10 more)
+    assert total.noise_std == pytest.approx(math.sqrt(2) * 10, rel=2**-10)
+    assert all(m.noise_std == pytest.approx(math.sqrt(2) * 8 / 0.9, rel=2**-10) for m in rounds)
     assert session.budget.spent == ek.PureDP(1)
 
 
@@ -96,10 +97,12 @@ def test_mwem_selects_badly_approximated_queries():
     W = wl.RandomRange((64,), 100, seed=1)
     scores = np.abs(W @ (x - x.sum() / x.size))  # the error of the uniform start at the public scale
     assert np.mean(scores >= 0.9 * scores.max()) <= 0.05  # so a random pick would rarely pass
-    for seed in range(3):
+    good = 0
+    for seed in range(10):
         session = ek.protect(columns, domain, ek.PureDP(1), seed=seed)
         run = mwem.run(session.source, W, 1, rounds=5, scale=int(x.sum()))
-        assert scores[run.selected[0]] >= 0.9 * scores.max()
+        good += scores[run.selected[0]] >= 0.9 * scores.max()
+    assert good >= 7  # random picks: P(>= 7 of 10) < 1e-7
 
 
 @pytest.mark.parametrize("inference", ["mw", "nnls"])
@@ -187,7 +190,7 @@ def test_grids_beat_uniform_on_spiky_data(name):
     W = workload_for(shape)
     truth = W @ true_vector(columns, domain)
     errors = {name: [], "Uniform": []}
-    for seed in range(3):
+    for seed in range(200):  # the gap is about 8%: 200 runs put it at about 4 standard errors
         for plan in errors:
             session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=seed)
             errors[plan].append(np.mean(np.abs(W @ catalog[plan](session.source, W, EPSILON) - truth)))
@@ -221,7 +224,7 @@ def test_hb_striped_least_squares_beats_identity_on_ranges():
     W = wl.Kronecker([wl.Prefix(16), wl.Identity(16)])  # long ranges along the striped attribute
     truth = W @ true_vector(columns, domain)
     errors = {"HB-Striped": [], "Identity": []}
-    for seed in range(3):
+    for seed in range(200):  # the gap is about 8%: 200 runs put it at about 4 standard errors
         for plan in errors:
             session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=seed)
             errors[plan].append(np.sum((W @ catalog[plan](session.source, W, EPSILON) - truth) ** 2))

@@ -18,6 +18,7 @@ import json
 import socket
 import threading
 import time
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -143,7 +144,7 @@ def assert_within_charged_sensitivity(counts, cell, send, budget, remote):
     assert first.get("kind") == second.get("kind"), f"the outcome depends on the data: {first} / {second}"
     if first["kind"] == "error":
         assert first["error"] == second["error"]
-        assert float(spent_first[next(k for k in spent_first if k != "kind")]) == 0, "a refused request was charged"
+        assert Fraction(spent_first[next(k for k in spent_first if k != "kind")]) == 0, "a refused request was charged"
         return
     answers = [first] if first["kind"] == "answer" else first["answers"]
     others = [second] if second["kind"] == "answer" else second["answers"]
@@ -152,10 +153,10 @@ def assert_within_charged_sensitivity(counts, cell, send, budget, remote):
         assert np.all(np.isfinite(values_a)) and np.all(np.isfinite(values_b)), "a non-finite value was released"
         charge = a["charge"]
         if a["noise"] == "laplace":
-            gap, bound = np.abs(values_a - values_b).sum(), a["scale"] * float(charge.get("epsilon") or
-                                                                                 np.sqrt(2 * float(charge["rho"])))
+            gap, bound = np.abs(values_a - values_b).sum(), a["scale"] * float(Fraction(charge.get("epsilon") or 0) or
+                                                                                 np.sqrt(2 * float(Fraction(charge["rho"]))))
         else:
-            gap, bound = np.sqrt(((values_a - values_b) ** 2).sum()), a["scale"] * np.sqrt(2 * float(charge["rho"]))
+            gap, bound = np.sqrt(((values_a - values_b) ** 2).sum()), a["scale"] * np.sqrt(2 * float(Fraction(charge["rho"])))
         assert gap <= bound * (1 + 1e-9), f"neighbours' answers differ by {gap}, the charge covers {bound}"
 
 
@@ -180,7 +181,7 @@ def test_a_product_that_vanishes_on_unit_vectors_is_not_a_free_transform(remote)
         if reply["kind"] == "error":
             return
         answer = a.send({"op": "laplace", "source": reply["source"], "matrix": identity(3), "epsilon": "1000"})
-        assert answer["kind"] == "error" or float(a.spent()["epsilon"]) > 0, "exact counts for free"
+        assert answer["kind"] == "error" or Fraction(a.spent()["epsilon"]) > 0, "exact counts for free"
     finally:
         a.close()
 
@@ -339,7 +340,7 @@ def test_a_released_source_frees_its_data_and_keeps_its_charges(remote):
         assert reply["kind"] != "error", reply
         again = a.send({"op": "noisy_count", "source": child, "epsilon": "1/4"})
         assert again["kind"] == "error" and "released" in again["message"]
-        assert float(a.spent()["epsilon"]) == 0.25
+        assert Fraction(a.spent()["epsilon"]) == Fraction(1, 4)
     finally:
         a.close()
 

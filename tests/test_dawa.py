@@ -14,7 +14,8 @@ from hypothesis import given, settings, strategies as st
 from scipy import stats
 
 import ektelo_ng as ek
-from kernel.matrix import Kronecker, Prefix
+from kernel.matrix import Kronecker
+from operators.matrices import Prefix
 from kernel.mechanisms import dyadic_deviations, prepare_dyadic_deviations
 from kernel.noise import NoiseSource
 from kernel.privacy import PureDP
@@ -48,7 +49,7 @@ def test_dyadic_deviations_and_their_sensitivity_by_brute_force(values, fraction
     n = x.size
     costs = dyadic_deviations(x)
     np.testing.assert_allclose(costs, [deviation(x[a:b]) for a, b in blocks(n)], atol=1e-9)
-    sensitivity = prepare_dyadic_deviations(n, Fraction(1), PureDP).scale  # scale at eps = 1
+    sensitivity = prepare_dyadic_deviations(n, 400, Fraction(1), PureDP).scale  # scale at eps = 1, <= 400 records
     worst = max(np.abs(dyadic_deviations(x + sign * np.eye(n)[j]) - costs).sum() for j in range(n) for sign in (1, -1))
     assert worst <= claimed_sensitivity(n) + 1e-9 <= sensitivity
 
@@ -70,7 +71,8 @@ def test_the_kernel_charges_epsilon_and_noises_at_the_stated_scale():
     answers = [x.dyadic_deviations("1/2") for _ in range(10)]
     assert s.budget.spent == ek.PureDP(5)
     answer = answers[0]
-    assert answer.scale == pytest.approx(claimed_sensitivity(n) / 0.5, rel=1e-5)
+    # plus the bound on the costs' float error (docs/privacy/arithmetic.md) and the exact sampler's lattice
+    assert claimed_sensitivity(n) / 0.5 <= answer.scale <= claimed_sensitivity(n) / 0.5 * 1.01
     exact = dyadic_deviations(np.bincount(cells, minlength=n).astype(float))
     residuals = np.concatenate([a.values - exact for a in answers])
     law = stats.laplace(scale=answer.scale)
@@ -92,7 +94,7 @@ def test_privacy_audit_on_neighbouring_inputs():
     and e^1.25 > e at the reference code's b = 2 / eps. The audit accepts when the ratio's 5-standard-error
     lower bound is at most e^eps."""
     epsilon, runs = Fraction(1), 200_000
-    prepared = prepare_dyadic_deviations(4, epsilon, PureDP)
+    prepared = prepare_dyadic_deviations(4, 1, epsilon, PureDP)
     inputs = [np.zeros(4), np.eye(4)[0]]
 
     def audit(scale):

@@ -17,7 +17,8 @@ from scipy import stats
 import ektelo_ng as ek
 from kernel.accountant import Accountant, BudgetExceeded
 from kernel.domain import Domain
-from kernel.matrix import Dense, Identity, Kronecker, Prefix, Total, VStack
+from kernel.matrix import Dense, Identity, Kronecker, Total, VStack
+from operators.matrices import Prefix
 from kernel.noise import NoiseSource, discrete_gaussian
 from kernel.privacy import PureDP, ZCDP
 from kernel.table import NumpyTable
@@ -228,7 +229,8 @@ def test_batched_noise_has_the_stated_scale_and_the_test_has_power():
         mine = [a for a, r in zip(answers, rhos) if r == rho]
         assert len({(a.scale, a.grid) for a in mine}) == 1
         scale, grid = mine[0].scale, mine[0].grid
-        assert scale == pytest.approx(0.37 / np.sqrt(2 * float(rho)), rel=1e-5)
+        # the exact sampler draws scales of 11 significant bits: at most 2^-10 above, plus float-error terms
+        assert 0.37 / np.sqrt(2 * float(rho)) <= scale <= 0.37 / np.sqrt(2 * float(rho)) * (1 + 2**-9)
         residuals = np.concatenate([a.values - exact for a in mine])
 
         def accepted(factor):

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from ektelo_ng.session import BACKENDS, open_table
 from kernel.domain import Domain
+from kernel.limits import Limits
 from kernel.privacy import PureDP, ZCDP
 from kernel.server import make_server
-from kernel.service import Kernel
+from kernel.service import MAX_ROWS, Kernel
 
 
 def register(subcommands) -> None:
@@ -51,6 +52,15 @@ def register(subcommands) -> None:
     serve.add_argument("--ledger", type=Path, help="SQLite file keeping the spent budget across restarts")
     serve.add_argument("--listen", default="127.0.0.1:7373", help="HOST:PORT or unix:PATH (default 127.0.0.1:7373)")
     serve.add_argument("--seed", type=int, help="reproducible (non-secure) noise; every answer is flagged")
+    serve.add_argument(
+        "--max-rows", type=int, default=MAX_ROWS,
+        help="public bound on the table's records (default 2^32; checked at start): the kernel's rounding-error "
+        "bounds scale with it, so a tighter bound gives slightly less noise",
+    )
+    serve.add_argument("--max-cells", type=int, default=Limits.max_cells,
+                       help=f"largest vector or matrix side one request may build (default {Limits.max_cells})")
+    serve.add_argument("--memory", type=int, default=Limits.memory,
+                       help=f"bytes of vector data the kernel may hold at once (default {Limits.memory})")
     serve.set_defaults(run=run_serve)
 
 
@@ -75,7 +85,8 @@ def run_serve(args: argparse.Namespace) -> int:
     except ImportError as error:
         print(f"ektelo-ng kernel: error: {error}", file=sys.stderr)
         return 2
-    kernel = Kernel(table, parse_budget(args.budget), seed=args.seed, ledger=args.ledger)
+    kernel = Kernel(table, parse_budget(args.budget), seed=args.seed, ledger=args.ledger, max_rows=args.max_rows,
+                    limits=Limits(max_cells=args.max_cells, memory=args.memory))
     server = make_server(kernel, args.listen)
     address = server.server_address
     shown = f"unix:{address}" if isinstance(address, str) else f"{address[0]}:{address[1]}"
