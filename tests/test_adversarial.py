@@ -274,6 +274,16 @@ def test_a_worst_approx_with_overflowing_scores_fails_alike_and_costs_nothing(re
     assert_within_charged_sensitivity([1], 0, send, PureDP(10), remote)
 
 
+def test_a_selection_at_an_unsamplable_rate_fails_alike_and_costs_nothing(remote):
+    """Entries of 1e-305 make epsilon / (2 sensitivity) about 1e305: refused before the charge, not after."""
+
+    def send(a):
+        return a.send({"op": "worst_approx", "source": a.vector(), "workload": dense([[1e-305], [1e-305]]),
+                       "estimate": array([0.0]), "epsilon": "1"})
+
+    assert_within_charged_sensitivity([1], 0, send, PureDP(10), remote)
+
+
 # ---- 3. numbers are bounded before any work ----------------------------------------------
 
 
@@ -315,6 +325,19 @@ def test_a_tiny_transform_cannot_build_a_huge_vector(remote):
         reply = a.send({"op": "transform", "source": x, "matrix": ones(50_000_000, 2)})
         assert time.perf_counter() - start < 0.5
         assert reply["kind"] == "error" and "limit" in reply["message"]
+    finally:
+        a.close()
+
+
+def test_a_partition_into_a_trillion_groups_is_refused_at_once(remote):
+    a = analyst([5, 5], remote=remote)
+    try:
+        x = a.vector()
+        start = time.perf_counter()
+        for op in ("split_by_partition", "reduce_by_partition"):
+            reply = a.send({"op": op, "source": x, "partition": {"labels": array([0, 0], "int64"), "groups": 10**12}})
+            assert reply["kind"] == "error" and "limit" in reply["message"]
+        assert time.perf_counter() - start < 0.5
     finally:
         a.close()
 
