@@ -1,20 +1,11 @@
-"""The privacy accountant: ektelo's Algorithm 2 in exact arithmetic, for pure DP or zCDP.
+"""The privacy accountant: ektelo's Algorithm 2 in exact arithmetic, for pure DP or zCDP (docs/privacy/accountant.md).
 
-Every source has a spend B(s). A request of ``cost`` on source s walks up the lineage:
-
-- s is the root: refuse if B + cost > total, else B += cost;
-- s is a part of a partition node p: p's spend is the max over its parts (parallel
-  composition): r = max(B(s) + cost - B(p), 0) is asked of p's parent, and B(p) += r;
-- otherwise: the parent is asked for the cost scaled by the derivation's stability c
-  (pure DP: c * eps; zCDP: c^2 * rho, since a c-stable map scales L2 sensitivity by c),
-  and B(s) += cost.
-
-Charges and stabilities times charges are rounded up onto the grid of the session's kind, and a request
-costing over MAX_AMOUNT at any source is refused: no reply grows without bound (docs/privacy/numbers.md).
-
-The whole path is planned first and applied only if the root accepts, so a refused request
-changes nothing. Refusals depend only on public budget state. An optional ledger makes each
-root increment durable before the answer that caused it is released.
+A charge of ``cost`` at source s adds to its spend B(s) and walks up the lineage: the root refuses if
+B + cost > total; a partition node's spend is the max over its parts (parallel composition); otherwise the
+parent is asked for c * cost (pure DP) or c^2 * cost (zCDP) for the derivation's stability c. Charges are
+rounded up onto the kind's grid and over MAX_AMOUNT at any source refused (docs/privacy/numbers.md). The
+path is planned first and applied only if the root accepts: a refusal changes nothing and depends only on
+public state. An optional ledger makes each root increment durable before its answer is released.
 """
 
 from __future__ import annotations
@@ -53,9 +44,8 @@ class Accountant:
         self.kind = type(total)
         self.ledger = ledger
         self.root = root
-        self._nodes: dict[str, _Node] = {root: _Node(parent=None, stability=Fraction(1))}
-        if ledger is not None:
-            self._nodes[root].spent = ledger.spent()
+        spent = ledger.spent() if ledger is not None else Fraction(0)  # a ledger's stored spend is never refunded
+        self._nodes: dict[str, _Node] = {root: _Node(parent=None, stability=Fraction(1), spent=spent)}
 
     # ---- lineage -----------------------------------------------------------------------
     def add(self, node: str, parent: str, stability: Fraction, is_partition: bool = False) -> None:
@@ -72,10 +62,8 @@ class Accountant:
 
     # ---- charging ----------------------------------------------------------------------
     def plan(self, node: str, cost: Fraction, planned: dict[str, Fraction] | None = None) -> dict[str, Fraction]:
-        """New spends along the path if ``cost`` were charged at ``node``; raises BudgetExceeded.
-
-        ``planned``: spends already planned by earlier charges of the same batch, read in place of the
-        stored ones (so a batch is planned exactly as the same charges made one after another)."""
+        """New spends along the path if ``cost`` were charged at ``node``, or BudgetExceeded. ``planned``: spends
+        planned by a batch's earlier charges, read in place of the stored ones (as if made one after another)."""
         if cost < 0:
             raise ValueError(f"a charge cannot be negative, got {cost}")
         planned, cost = planned or {}, on_grid(cost, self.kind.grid, up=True)
@@ -112,9 +100,8 @@ class Accountant:
         self._apply(self.plan(node, cost), record)
 
     def charge_many(self, charges: list[tuple[str, Fraction]], record: str = "") -> None:
-        """Charge each ``(node, cost)`` in order, exactly as that many ``charge`` calls would, or raise
-        BudgetExceeded having changed nothing (all or none; the root spend only grows along the sequence,
-        so every step is within the budget iff each planned step is)."""
+        """Charge each ``(node, cost)`` in order, as that many ``charge`` calls would, or raise BudgetExceeded
+        having changed nothing (the root spend only grows, so every step fits iff each planned step does)."""
         updates: dict[str, Fraction] = {}
         for node, cost in charges:
             updates.update(self.plan(node, cost, updates))

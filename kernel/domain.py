@@ -1,14 +1,5 @@
-"""Domains: the named, finite attributes a private table is defined over.
-
-A data vector over a Domain is the histogram of the table, flattened row-major
-(the first attribute is the most significant), so its length is ``domain.size``.
-
->>> d = Domain.from_sizes([2, 3], names=["sex", "age"])
->>> d.size, d.sizes, d.index("age")
-(6, (2, 3), 1)
->>> d.project(["age"]).sizes
-(3,)
-"""
+"""Domains: the named, finite attributes a private table is defined over. A data vector over a Domain is the
+table's histogram flattened row-major (first attribute most significant): its length is ``domain.size``."""
 
 from __future__ import annotations
 
@@ -33,10 +24,8 @@ class Attribute(BaseModel):
     def _labels_match_size(self) -> Attribute:
         if self.labels is not None:
             if len(self.labels) != self.size:
-                raise ValueError(
-                    f"attribute {self.name!r} has size {self.size} but {len(self.labels)} labels; "
-                    "give exactly one label per value"
-                )
+                raise ValueError(f"attribute {self.name!r} has size {self.size} but {len(self.labels)} labels; "
+                                 "give exactly one label per value")
             if len(set(self.labels)) != len(self.labels):
                 raise ValueError(f"attribute {self.name!r} has repeated labels")
         return self
@@ -126,9 +115,7 @@ class Domain(BaseModel):
             try:
                 return self._positions[attribute]
             except KeyError:
-                raise ValueError(
-                    f"unknown attribute {attribute!r}; the domain has {list(self.names)}"
-                ) from None
+                raise ValueError(f"unknown attribute {attribute!r}; the domain has {list(self.names)}") from None
         position = int(attribute)
         if not 0 <= position < len(self.attributes):
             raise ValueError(f"attribute position {position} out of range 0..{len(self.attributes) - 1}")

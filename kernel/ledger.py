@@ -1,9 +1,7 @@
 """A durable budget ledger in SQLite: a charge is committed before its answer leaves the kernel.
 
-The ledger stores the total budget it was created with and the spend at the root. Each
-charge runs in an immediate (write-locked) transaction that re-reads the stored spend, so
-several kernel processes on one ledger file cannot overspend together, and a kernel that
-crashes after answering has already recorded what the answer cost: a restart never refunds.
+It stores the total budget and the root spend; each charge re-reads the spend in a write-locked transaction,
+so kernels sharing a file cannot overspend together and a restart never refunds (docs/privacy/accountant.md).
 """
 
 from __future__ import annotations
@@ -37,9 +35,7 @@ class SqliteLedger:
         try:
             row = self._db.execute("SELECT kind, total FROM budget WHERE id = 1").fetchone()
             if row is None:
-                self._db.execute(
-                    "INSERT INTO budget VALUES (1, ?, ?, '0')", (total.kind, str(total.value))
-                )
+                self._db.execute("INSERT INTO budget VALUES (1, ?, ?, '0')", (total.kind, str(total.value)))
             elif (row[0], Fraction(row[1])) != (total.kind, total.value):
                 raise ValueError(
                     f"ledger {self.path} was created for a {row[0]} budget of {row[1]}, not {total.kind} "
@@ -59,10 +55,8 @@ class SqliteLedger:
         try:
             spent = Fraction(self._db.execute("SELECT spent FROM budget WHERE id = 1").fetchone()[0]) + increment
             if spent > self.total:
-                raise BudgetExceeded(
-                    f"the ledger {self.path} has only {float(self.total - spent + increment):.6g} left; "
-                    "nothing was measured or charged"
-                )
+                raise BudgetExceeded(f"the ledger {self.path} has only {float(self.total - spent + increment):.6g} "
+                                     "left; nothing was measured or charged")
             self._db.execute("UPDATE budget SET spent = ? WHERE id = 1", (str(spent),))
             self._db.execute(
                 "INSERT INTO charges (at, increment, spent, record) VALUES (?, ?, ?, ?)",

@@ -1,18 +1,10 @@
-"""The vetted measurement mechanisms: vector Laplace, vector Gaussian, the exponential mechanism, and
-DAWA's noisy dyadic deviations, PHP's private split points, EFPA's private number of Fourier coefficients, StructureFirst's private bucket boundaries.
+"""The vetted measurement mechanisms: vector Laplace and Gaussian, the exponential mechanism, DAWA's noisy
+dyadic deviations, PHP's split points, EFPA's number of Fourier coefficients, StructureFirst's boundaries.
 
-Each mechanism is two-phase. ``prepare_*`` derives the noise scale, the release grid and the
-charge from the operator's own parameters (the matrix and epsilon / rho / sigma) and draws
-nothing; the service asks the accountant to charge it, and only then does ``release`` draw
-noise. The charge is a function of the noise actually used, never a separate argument.
-
-Answers are released on a grid of step g (a power of two): values are rounded to integer
-multiples of g, integer noise codes are added exactly in int64, and the released float is a
-deterministic function of that integer (no floating-point Laplace attack). Rounding moves a
-coordinate by at most g/2, so it adds at most g per coordinate a record touches to the
-sensitivity; the grid is chosen so this slack is at most 2^-20 of the noise scale, and it is
-charged. When the data vector holds counts and the matrix is 0/1, answers are already on an
-integer grid and there is no slack. See docs/privacy/.
+Each is two-phase: ``prepare_*`` derives the noise scale, release grid and charge from the operator's own
+parameters and draws nothing; the service charges, and only then ``release`` draws noise. Answers are
+rounded to a power-of-two grid and exact integer noise codes added (no floating-point attack); the rounding
+slack, about 2^-20 of the scale, is charged (docs/privacy/laplace.md, arithmetic.md, noise.md).
 """
 
 from __future__ import annotations
@@ -47,17 +39,13 @@ class Prepared:
 
     def release(self, values: np.ndarray, source: NoiseSource) -> np.ndarray:
         codes = np.rint(np.asarray(values, dtype=np.float64) / self.grid).astype(np.int64)  # below 2^61: _grid
-        units = self.scale / self.grid
-        if self.noise == "laplace":
-            codes += discrete_laplace(source, units, codes.size)
-        else:
-            codes += discrete_gaussian(source, units, codes.size)
+        sample = discrete_laplace if self.noise == "laplace" else discrete_gaussian
+        codes += sample(source, self.scale / self.grid, codes.size)
         return codes * self.grid
 
 
 def release_many(prepared: list[Prepared], values: list[np.ndarray], source: NoiseSource) -> list[np.ndarray]:
-    """``prepared[i].release(values[i], source)`` for every i. Measurements with the same noise law (kind,
-    scale, grid) draw their noise in one call: independent draws of one law either way."""
+    """``prepared[i].release(values[i], source)`` for every i, one draw per noise law (independent either way)."""
     out: list[np.ndarray | None] = [None] * len(values)
     groups: dict[tuple, list[int]] = {}
     for i, p in enumerate(prepared):
@@ -72,9 +60,8 @@ def release_many(prepared: list[Prepared], values: list[np.ndarray], source: Noi
 
 
 class MatrixFacts:
-    """A kernel-built matrix and the public facts that set its noise, each computed on first use and kept
-    (a batch measuring one matrix on many sources derives them once). Every fact is a proven upper bound
-    for the arithmetic the kernel runs (kernel.matrix.rounding, docs/privacy/arithmetic.md)."""
+    """A kernel-built matrix and the public facts that set its noise, each computed once (a batch reuses them):
+    proven upper bounds for the arithmetic the kernel runs (kernel.matrix.rounding, docs/privacy/arithmetic.md)."""
 
     def __init__(self, matrix: Matrix):
         self.matrix = matrix
@@ -86,17 +73,15 @@ class MatrixFacts:
         return M if isinstance(M, MatrixFacts) else MatrixFacts(M)
 
     def evaluation(self, size: float, integral: bool = True) -> Evaluation:
-        """Bounds on the kernel's float evaluation of M on vectors of L1 norm <= size (integer ones when
-        ``integral``)."""
+        """Bounds on the kernel's float evaluation of M on (if ``integral``, integer) vectors of L1 norm <= size."""
         if (size, integral) not in self._evaluations:
             self._evaluations[size, integral] = evaluation(self.matrix, size, integral)
         return self._evaluations[size, integral]
 
     def sensitivity(self, norm: Literal["l1", "l2"]) -> float:
-        """An upper bound on the largest column norm of the exact matrix: the computed norms (exact for
-        integer matrices in L1), plus the rounding error of computing a column, with a relative margin for
-        the norms' own nonnegative sums, products and roots, and an absolute one for their underflows (at
-        most 2^-1074 per product or square). Refuses a matrix with no non-zero entries."""
+        """An upper bound on the exact matrix's largest column norm: the computed norms (exact for integer L1),
+        plus a column's rounding error, a relative margin for the norms' own sums, products and roots, and an
+        absolute one for underflows (2^-1074 per product or square). Refuses a matrix with no non-zero entries."""
         if norm not in self._sensitivity:
             unit = self.evaluation(1.0)
             if not unit.peak < LIMIT:
@@ -126,8 +111,7 @@ class MatrixFacts:
 
 
 def prepare_laplace(M: Matrix | MatrixFacts, epsilon: Fraction, size: float, unit: Unit) -> Prepared:
-    """Laplace noise for M x, x integral with ||x||_1 <= size: scale (released L1 sensitivity + rounding
-    slack) / epsilon; charge epsilon (or eps^2/2 zCDP)."""
+    """Laplace noise for M x (||x||_1 <= size): scale (released L1 sensitivity + slack) / eps; charge eps (eps^2/2)."""
     M = MatrixFacts.of(M)
     sensitivity, bounds = M.released("l1", size)
     grid, slack = _grid(M.matrix, sensitivity / float(epsilon), bounds, "l1")
@@ -151,8 +135,7 @@ def _sampled(noise: Literal["laplace", "gaussian"], squared_or_scale: Fraction, 
 
 
 def dyadic_deviations(x: np.ndarray) -> np.ndarray:
-    """DAWA's bucket costs sum_i |x_i - mean| of the aligned dyadic blocks of widths 2, 4, .., 2^K >= n
-    (clipped at n), level by level, left to right: one block per level holds each cell."""
+    """DAWA's costs sum_i |x_i - mean| of the aligned dyadic blocks of widths 2, 4, .., 2^K >= n (clipped), by level."""
     costs, width = [], 2
     while width < 2 * x.size:
         starts = np.arange(0, x.size, width)
@@ -168,9 +151,8 @@ SPLIT_SENSITIVITY = 2.0
 
 
 def split_sensitivity(length: int, size: float) -> float:
-    """SPLIT_SENSITIVITY plus twice the float error of a score on an interval of ``length`` cells holding
-    at most ``size`` records: 12 gamma_{2 length + 5} size (two sums of length terms |x_i - mean| of total
-    <= 2 size, the means from a cumulative sum and a division)."""
+    """SPLIT_SENSITIVITY plus twice the float error of a score on ``length`` cells holding at most ``size``
+    records: 12 gamma_{2 length + 5} size (two sums of |x_i - mean|, means from a cumsum and a division)."""
     return SPLIT_SENSITIVITY + 2 * 12 * gamma(2 * length + 5) * size
 
 
@@ -202,16 +184,14 @@ def fourier_sensitivity(n: int, size: float, offsets: np.ndarray) -> float:
 
 
 def fourier_tail_norms(x: np.ndarray) -> np.ndarray:
-    """||x - P_k x||_2 for k = 1 .. n, P_k the projection on the k lowest real Fourier frequencies: the
-    signal EFPA drops by keeping k coefficients."""
+    """||x - P_k x||_2 for k = 1 .. n, P_k the projection on the k lowest Fourier frequencies (what EFPA drops)."""
     energy = (Fourier(x.size) @ x) ** 2
     tails = np.sqrt(np.maximum(np.cumsum(energy[::-1])[::-1], 0.0))  # tails[r] = ||c[r:]||
     return np.append(tails[1:], 0.0)
 
 
 def interval_sse(x: np.ndarray) -> np.ndarray:
-    """sse[a, b] = sum_{a <= i < b} (x_i - mean)^2 for 0 <= a < b <= n (inf elsewhere), from prefix sums,
-    filled a block of rows at a time (one (n + 1)^2 array: touching fresh memory is what costs here)."""
+    """sse[a, b] = sum_{a <= i < b} (x_i - mean)^2 for 0 <= a < b <= n (inf elsewhere), from prefix sums, by rows."""
     s1, s2 = np.append(0.0, np.cumsum(x)), np.append(0.0, np.cumsum(x * x))
     positions = np.arange(x.size + 1, dtype=np.float64)
     sse = np.empty((x.size + 1, x.size + 1))
@@ -228,8 +208,7 @@ def interval_sse(x: np.ndarray) -> np.ndarray:
 
 
 def bucket_costs(x: np.ndarray, most: int) -> tuple[np.ndarray, list[np.ndarray]]:
-    """``interval_sse(x)`` and, for j = 1..most, best[j - 1][q]: the least total SSE of the first q cells
-    cut into j non-empty buckets (inf when q < j), by dynamic programming in min-plus products."""
+    """``interval_sse(x)`` and best[j - 1][q], the least SSE of the first q cells in j = 1..most non-empty buckets."""
     sse = interval_sse(x)
     best = [sse[0]]
     width = 256  # columns per block: rows a >= the block's end have sse[a, q] = inf and are skipped
@@ -258,10 +237,8 @@ def structure_first_boundaries(
     source: NoiseSource, costs: tuple[np.ndarray, list[np.ndarray]], buckets: int, epsilon: Fraction,
     sensitivity: float,
 ) -> list[int]:
-    """StructureFirst: the buckets - 1 inner boundaries, sampled right to left, each by the exponential
-    mechanism with epsilon / (buckets - 1) on -(cheapest SSE of the cells left of it in j buckets + SSE of
-    the bucket it closes), from ``bucket_costs`` of the counts clipped to the public bound F (scores move
-    by at most ``structure_first_sensitivity``; docs/privacy/structure-first.md)."""
+    """The buckets - 1 inner boundaries, right to left, each by the exponential mechanism at eps / (buckets - 1)
+    on -(least SSE left of it in j buckets + SSE of the bucket it closes) (docs/privacy/structure-first.md)."""
     sse, best = costs
     boundaries, right = [], sse.shape[0] - 1
     for j in range(buckets - 1, 0, -1):
@@ -273,14 +250,9 @@ def structure_first_boundaries(
 
 
 def prepare_dyadic_deviations(n: int, size: float, epsilon: Fraction, unit: Unit) -> Prepared:
-    """Laplace noise for :func:`dyadic_deviations` of an n-cell vector (n >= 2) holding at most ``size``
-    records; see docs/privacy/dawa.md.
-
-    A unit change of x moves the cost of a block of length L by at most 2 (1 - 1/L), and a cell lies
-    in one block per level, so the L1 sensitivity is sum_{k=1..K} 2 (1 - 2^-k). Other blocks' costs are
-    computed from the same cells by the same operations, so in floats too only those K costs differ, each
-    off by at most 4 gamma_{2n+4} size on either neighbour; rounding them to the grid adds one step each.
-    """
+    """Laplace noise for :func:`dyadic_deviations` of an n-cell vector (n >= 2) of at most ``size`` records: L1
+    sensitivity sum_{k=1..K} 2 (1 - 2^-k) (one block per level holds a cell, each moving <= 2 (1 - 1/L)), plus
+    per level twice the float error 4 gamma_{2n+4} size and one grid step (docs/privacy/dawa.md)."""
     levels = (n - 1).bit_length()
     sensitivity = sum(2.0 * (1.0 - 2.0**-k) for k in range(1, levels + 1)) + 2 * levels * 4 * gamma(2 * n + 4) * size
     grid = grid_step(sensitivity / float(epsilon) / levels)
@@ -309,11 +281,8 @@ def prepare_gaussian(M: Matrix | MatrixFacts, rho: Fraction | None, sigma: float
 
 def prepare_exponential(W: Matrix, estimate: np.ndarray, size: float, epsilon: Fraction, unit: Unit
                         ) -> tuple[float, Fraction]:
-    """Sensitivity of the scores |W x - W x_hat| as floats compute them, and the charge: eps, or eps^2/8
-    under zCDP (the exponential mechanism is epsilon-bounded-range, Cesar and Rogers 2021).
-
-    A record moves W x by one column (entries <= max |w_ij|); the float scores are each within the whole
-    evaluation error of W on x - x_hat (||.||_1 <= size + ||x_hat||_1), plus the subtraction's rounding."""
+    """Sensitivity of the float scores |W x - W x_hat|: max |w_ij| plus twice W's evaluation error on x - x_hat
+    and the subtraction's rounding; the charge, eps or eps^2/8 under zCDP (docs/privacy/exponential-mechanism.md)."""
     W = MatrixFacts.of(W)
     reach = (size + float(np.abs(estimate).sum())) * (1 + gamma(estimate.size + 2))
     _, bounds = W.released("l1", reach, integral=False)
@@ -326,8 +295,7 @@ def exponential_cost(epsilon: Fraction, unit: Unit) -> Fraction:
 
 
 def selectable(epsilon: Fraction, sensitivity: float) -> float:
-    """``sensitivity``, once checked (before any charge) to give a rate epsilon / (2 sensitivity) the exact
-    sampler accepts."""
+    """``sensitivity``, checked before any charge to give a rate epsilon / (2 sensitivity) the exact sampler accepts."""
     if not (sensitivity > 0 and 2.0**-1000 <= epsilon / (2 * Fraction(sensitivity)) <= 2.0**1000):
         raise ValueError(f"epsilon {float(epsilon):.3g} over twice the score sensitivity {sensitivity:.3g} must lie "
                          "between 2^-1000 and 2^1000: rescale the scores")
@@ -342,10 +310,9 @@ def select_worst(source: NoiseSource, scores: np.ndarray, epsilon: Fraction, sen
 
 
 def _grid(M: Matrix, scale: float, bounds: Evaluation, norm: str) -> tuple[float, float]:
-    """Release grid step (a power of two) and the sensitivity slack its rounding adds. Exact integer answers
-    sit on a grid of step <= 1 already; otherwise every row may round differently on neighbours, and the
-    step is about 2^-20 of the scale per row. Either way it is coarse enough that no code on it can reach
-    2^61 (public bounds), so the release cannot overflow."""
+    """Release grid step (a power of two) and the sensitivity slack its rounding adds: none for exact integer
+    answers (step <= 1); else every row may round differently, step about 2^-20 of the scale per row. Coarse
+    enough that no code reaches 2^61, so the release cannot overflow (docs/privacy/arithmetic.md)."""
     reach = bounds.peak + bounds.error
     floor = 2.0 ** math.ceil(math.log2(reach / 2.0**61)) if reach > 0 else 0.0
     if bounds.exact and floor <= 1.0:
@@ -355,8 +322,7 @@ def _grid(M: Matrix, scale: float, bounds: Evaluation, norm: str) -> tuple[float
 
 
 def max_abs_entry(M: MatrixFacts) -> float:
-    """An upper bound on max |M_ij|: exact for leaves, composed for weights, Kronecker products, stacks and
-    transposes, and otherwise the largest column L1 norm."""
+    """An upper bound on max |M_ij|: exact for leaves, composed through the structure, else the largest column norm."""
     m = M.matrix
     if isinstance(m, Weighted):
         return abs(m.weight) * max_abs_entry(MatrixFacts(m.base)) * (1 + UNIT)

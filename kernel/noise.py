@@ -1,11 +1,8 @@
 """Exact discrete noise: discrete Laplace and discrete Gaussian samplers, the exponential mechanism.
 
-No probability is a float. Every random decision compares a uniform U in [0, 1), whose binary digits are
-random words, with a number known exactly: an integer ratio (uniform integers by rejection), or exp(-x) for
-rational x, enclosed by ``_exp_floor`` (integer Taylor series with directed rounding). Vectorized numpy code
-decides comparisons from U's first 16 to 64 digits against rigorous integer tables; the rare ones it cannot
-decide (U's digits tie with the table) go to ``_Uniform``, which draws more digits until they differ.
-Scales lie on a lattice of 11 significant bits (``supported_scale``). See docs/privacy/noise.md.
+No probability is a float: every random decision compares a uniform U, whose binary digits are random words,
+with an exact integer ratio or exp(-x) for rational x (``_exp_floor``); numpy decides from U's first digits
+against exact integer tables, and ties go to ``_Uniform``, which draws more digits. See docs/privacy/noise.md.
 """
 
 from __future__ import annotations
@@ -50,13 +47,8 @@ class NoiseSource:
 
 
 def _exp_floor(x: Fraction, bits: int) -> int:
-    """floor(exp(-x) 2^bits) for rational x >= 0, exactly.
-
-    exp(-y), y = x / 2^j < 1/2, is enclosed by the alternating Taylor series in fixed point (terms rounded
-    down for the lower bound, up for the upper; the tail is below the last term, at most one unit), then
-    squared j times with the same directed rounding. For x > 0, exp(-x) 2^bits is irrational (Lindemann),
-    so doubling the guard bits eventually puts both bounds under one floor.
-    """
+    """floor(exp(-x) 2^bits) for rational x >= 0, exactly: exp(-x / 2^j) enclosed by its Taylor series in fixed
+    point with directed rounding, squared j times; guard bits double until both bounds share a floor."""
     if x == 0:
         return 1 << bits
     n, d = x.numerator, x.denominator
@@ -107,11 +99,7 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _geometric(source: NoiseSource, words: np.ndarray) -> np.ndarray:
-    """K with P(K >= k) = exp(-k/64) by inversion: K = #{k >= 1: U < exp(-k/64)}, U = words / 2^64.
-
-    g = #{k: T1[k] >= word} is K unless word == T1[g] (U's digits tie with exp(-g/64)) or g == _N (U may
-    be below exp(-44)): those go to ``_geometric_exact``.
-    """
+    """K with P(K >= k) = exp(-k/64) by inversion of U = words / 2^64 (ties, and K >= _N: ``_geometric_exact``)."""
     T1, _, ascending, G = _tables()
     g = G[words >> 48]
     g -= words > T1[g]
@@ -135,13 +123,9 @@ def _geometric_exact(source: NoiseSource, word: int) -> int:
 
 
 def _accept(source: NoiseSource, i: np.ndarray, th: int | np.ndarray, exact: Callable[[int], Fraction]) -> np.ndarray:
-    """Independent Bernoulli(exp(-x_m)) coins, exactly, for x_m = exact(m), which is called only when needed.
-
-    Needs integers i_m <= 2^16 x_m and, wherever i_m < (_N + 1) 2^10, th_m >= 2^22 (x_m - i_m / 2^16).
-    With i = 1024 k + j and f = x - i / 2^16, exp(-x) = exp(-k/64) exp(-j/2^16) exp(-f): three independent
-    coins from one word, U1 < exp(-k/64) (32 bits vs T1), U2 < exp(-j/2^16) (16 bits vs T2), V < exp(-f),
-    certain if V's 16 digits v have 64 (v + 1) <= 2^22 - th <= 2^22 (1 - f) <= 2^22 exp(-f). A certain
-    failure decides; the rest (probability about 2^-14) go digit by digit."""
+    """Independent Bernoulli(exp(-x_m)) coins, exactly, for x_m = exact(m) (called only when needed). Needs
+    integers i_m <= 2^16 x_m and, wherever i_m < (_N + 1) 2^10, th_m >= 2^22 (x_m - i_m / 2^16); the three
+    coins exp(-k/64) exp(-j/2^16) exp(-f), i = 1024 k + j, are drawn from one word (docs/privacy/noise.md)."""
     T1, T2, _, _ = _tables()
     k, j = i >> 10, i & 1023
     words = source.words(i.size)
@@ -158,9 +142,7 @@ def _accept(source: NoiseSource, i: np.ndarray, th: int | np.ndarray, exact: Cal
 
 
 def _bernoulli_exp_small(source: NoiseSource, r: np.ndarray, step: int, a: np.ndarray) -> np.ndarray:
-    """Bernoulli(exp(-r / (64 step))) for integers 0 <= r < step, exactly (Canonne, Kamath and Steinke's
-    Algorithm 1): coins Bernoulli(r / (64 step k)), k = 1, 2, ..., until one fails; 1 iff that k is odd. The
-    first coin's uniform begins with the 6 random bits a: it fails unless a == 0, then it is r / step."""
+    """Bernoulli(exp(-r / (64 step))), 0 <= r < step, exactly (Canonne, Kamath and Steinke's Algorithm 1)."""
     out, live, k = np.ones(r.size, dtype=bool), np.flatnonzero(a == 0), 1
     while live.size:
         hit = _uniform_below(source, step if k == 1 else 64 * step * k, live.size) < r[live]
@@ -202,8 +184,7 @@ def _lattice(t: float) -> tuple[int, int, int]:
 
 def _draw(sampler: Callable[[NoiseSource, float, int], np.ndarray], source: NoiseSource, scale: float,
           size: int) -> np.ndarray:
-    """Run ``sampler`` in cache-sized blocks, on all cores for large secure draws (os.urandom and numpy
-    release the GIL); seeded sources stay serial so that their streams are reproducible."""
+    """``sampler`` in cache-sized blocks, on all cores for large secure draws (seeded ones stay serial to reproduce)."""
     _lattice(scale)
     _tables()
 
@@ -221,9 +202,7 @@ def _draw(sampler: Callable[[NoiseSource, float, int], np.ndarray], source: Nois
 
 
 def _residues(source: NoiseSource, w: int, b: int, size: int) -> tuple[np.ndarray, ...]:
-    """From one word each: R uniform on [0, w 2^b), a fair sign, whether R is valid, and 6 more random bits.
-    Lemire: floor(x w / 2^24) for 24 random bits x is uniform on [0, w) once x w mod 2^24 < 2^24 mod w
-    (probability < 2^-13) is rejected; the word's low b <= 30 bits complete R."""
+    """From one word each: R uniform on [0, w 2^b) (Lemire, then low bits), a fair sign, R's validity, 6 more bits."""
     words = source.words(size)
     lemire = (words >> 40).astype(np.int64) * w
     r = (lemire >> 24 << b) | (words & ((1 << b) - 1)).astype(np.int64)
@@ -231,9 +210,7 @@ def _residues(source: NoiseSource, w: int, b: int, size: int) -> tuple[np.ndarra
 
 
 def _laplace(source: NoiseSource, t: float, size: int) -> np.ndarray:
-    """X = K w 2^b + R is geometric with ratio exp(-1 / (64 w 2^b)) for K from ``_geometric`` and R on
-    [0, w 2^b) weighted exp(-R / (64 w 2^b)) (a uniform R kept with that probability, ``_bernoulli_exp_small``,
-    or drawn again); so |Z| = X >> s has ratio exp(-1/t). The sign is fair; (-, 0) is drawn again."""
+    """|Z| = (K w 2^b + R) >> s, geometric with ratio exp(-1/t); a fair sign, (-, 0) drawn again (see noise.md)."""
     w, b, s = _lattice(t)
     step = w << b
     k = _geometric(source, source.words(size))
@@ -256,12 +233,8 @@ def discrete_laplace(source: NoiseSource, t: float, size: int) -> np.ndarray:
 
 
 def _gaussian(source: NoiseSource, sigma: float, size: int) -> np.ndarray:
-    """Canonne, Kamath and Steinke's Algorithm 3 with t = sigma: a discrete Laplace(sigma) proposal y is
-    kept with probability exp(-(|y| - sigma)^2 / (2 sigma^2)). One coin also does the proposal's residue
-    acceptance: (K, uniform R, sign) is kept with probability exp(-x), x = R / (64 w 2^b) + E^2 / (2 (sigma 2^s)^2)
-    for E = |y| 2^s - sigma 2^s, and (-, 0) is dropped. Bounds for ``_accept``: m = floor(|E| / 2^q), q =
-    max(b - 6, 0), puts E^2 in [m^2, (m + 1)^2] 2^2q; |y| is clamped at 64 sigma (beyond, x > 1984).
-    """
+    """Canonne, Kamath and Steinke's Algorithm 3: a discrete Laplace(sigma) proposal y kept with probability
+    exp(-(|y| - sigma)^2 / (2 sigma^2)) by one ``_accept`` coin that also accepts its residue (see noise.md)."""
     w, b, s = _lattice(sigma)
     step, q = w << b, max(b - 6, 0)
     center, divisor = 64 * step, w * w << 2 * (b - q)
@@ -297,13 +270,8 @@ def grid_step(scale: float) -> float:
 
 
 def exponential_mechanism(source: NoiseSource, scores: np.ndarray, epsilon: float, sensitivity: float) -> int:
-    """Index i with probability proportional to exp(epsilon * score_i / (2 * sensitivity)), exactly.
-
-    Rejection: a uniform index i is kept with probability exp(-x_i), x_i = c (max - score_i), c = epsilon /
-    (2 sensitivity), every float taken as the rational it is; in batches of n candidates the first kept
-    wins (expected batches <= e / (e - 1)). The lower bounds 2^16 x_i for ``_accept`` come from two
-    correctly rounded float products shrunk by 2^-50, more than their rounding (see the docs).
-    """
+    """Index i with probability proportional to exp(epsilon * score_i / (2 * sensitivity)), exactly: a uniform i kept
+    with probability exp(-c (max - score_i)), floats as rationals, float bounds shrunk past their rounding; noise.md."""
     scores = np.asarray(scores, dtype=np.float64)
     if scores.ndim != 1 or scores.size == 0 or not np.all(np.abs(scores) <= 2.0**1000):
         raise ValueError("scores must be a non-empty vector of finite numbers of magnitude at most 2^1000")

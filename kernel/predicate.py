@@ -1,12 +1,7 @@
 """The typed predicate language of ``where``: comparisons, ranges, sets, and/or/not over attributes.
 
-Predicates are data (pydantic models), never strings: the kernel validates them against the
-source's domain and evaluates them with numpy on integer code columns. Values may be codes
-(integers) or, for labelled attributes, labels. Clients build them with ``operators.predicates.attr``.
-
->>> p = Compare(attribute="age", op=">=", value=30) & ~In(attribute="sex", values=["M"])
->>> p.kind, [t.kind for t in p.terms]
-('and', ['compare', 'not'])
+Predicates are data (pydantic models), never strings, validated against the source's domain and evaluated with
+numpy on integer code columns; values are codes or labels. Clients build them with ``operators.predicates.attr``.
 """
 
 from __future__ import annotations
@@ -16,7 +11,7 @@ from collections.abc import Mapping
 from typing import Annotated, Literal, Union
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field
 
 from kernel.domain import Domain
 
@@ -77,31 +72,24 @@ class Not(_Node):
 Predicate = Annotated[Union[Compare, Between, In, And, Or, Not], Field(discriminator="kind")]
 for _model in (And, Or, Not):
     _model.model_rebuild()
-PredicateAdapter: TypeAdapter = TypeAdapter(Predicate)
 
 
-def _leaves(predicate) -> list:
-    if isinstance(predicate, (And, Or)):
-        return [leaf for term in predicate.terms for leaf in _leaves(term)]
-    if isinstance(predicate, Not):
-        return _leaves(predicate.term)
-    return [predicate]
-
-
-def _code(domain: Domain, attribute: str, value: Value) -> int:
-    """An integer code; labels are looked up, integers may lie outside the domain (comparisons still work)."""
-    if isinstance(value, str):
-        return domain[attribute].code(value)
-    return int(value)
+def leaf_codes(leaf, domain: Domain) -> list[int]:
+    """The integer codes a leaf compares with: labels looked up, integers as given (outside the domain too)."""
+    values = [leaf.value] if isinstance(leaf, Compare) else [leaf.low, leaf.high] if isinstance(leaf, Between) else None
+    return [domain[leaf.attribute].code(v) if isinstance(v, str) else int(v) for v in values or leaf.values]
 
 
 def validate_predicate(predicate, domain: Domain) -> None:
     """Every attribute exists in ``domain`` and every label is one of its attribute's labels."""
-    for leaf in _leaves(predicate):
-        domain.index(leaf.attribute)
-        values = leaf.values if isinstance(leaf, In) else [leaf.low, leaf.high] if isinstance(leaf, Between) else [leaf.value]
-        for value in values:
-            _code(domain, leaf.attribute, value)
+    if isinstance(predicate, (And, Or)):
+        for term in predicate.terms:
+            validate_predicate(term, domain)
+    elif isinstance(predicate, Not):
+        validate_predicate(predicate.term, domain)
+    else:
+        domain.index(predicate.attribute)
+        leaf_codes(predicate, domain)
 
 
 def evaluate(predicate, columns: Mapping[str, np.ndarray], domain: Domain) -> np.ndarray:
@@ -112,10 +100,9 @@ def evaluate(predicate, columns: Mapping[str, np.ndarray], domain: Domain) -> np
         return np.logical_or.reduce([evaluate(t, columns, domain) for t in predicate.terms])
     if isinstance(predicate, Not):
         return ~evaluate(predicate.term, columns, domain)
-    column = columns[predicate.attribute]
+    column, codes = columns[predicate.attribute], leaf_codes(predicate, domain)
     if isinstance(predicate, Compare):
-        return _OPS[predicate.op](column, _code(domain, predicate.attribute, predicate.value))
+        return _OPS[predicate.op](column, codes[0])
     if isinstance(predicate, Between):
-        low, high = (_code(domain, predicate.attribute, v) for v in (predicate.low, predicate.high))
-        return (column >= low) & (column <= high)
-    return np.isin(column, [_code(domain, predicate.attribute, v) for v in predicate.values])
+        return (column >= codes[0]) & (column <= codes[1])
+    return np.isin(column, codes)

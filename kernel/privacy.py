@@ -1,15 +1,6 @@
-"""Privacy units: pure epsilon-DP and rho-zCDP budgets, exact.
-
-Budgets are exact: ``PureDP`` and ``ZCDP`` hold their value as a ``fractions.Fraction`` so
-that adding up many small charges never drifts (0.1 + 0.2 is exactly 3/10). Floats given by
-a user are read through their shortest decimal ``repr``, so ``PureDP(0.1).epsilon`` is exactly
-``Fraction(1, 10)``, with bounded size, onto fixed grids (docs/privacy/numbers.md).
-
-Conversions to other notions ((epsilon, delta)-DP, Gaussian DP) are public arithmetic used by
-clients: ``operators.privacy``.
-
->>> PureDP(0.1) + PureDP("1/5")
-PureDP(kind='pure', epsilon=Fraction(3, 10))
+"""Privacy units: pure epsilon-DP and rho-zCDP budgets as exact Fractions, so sums never drift (0.1 + 0.2 is 3/10):
+floats are read through their shortest ``repr``, with bounded size, onto fixed grids (docs/privacy/numbers.md).
+Conversions to other notions are client arithmetic (``operators.privacy``).
 """
 
 from __future__ import annotations
@@ -23,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 from typing_extensions import Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 Amount = Union[int, float, str, Fraction]
 """What a user may write for a budget value: 1, 0.1, "1/10", "0.1", Fraction(1, 10)."""
@@ -106,11 +97,7 @@ def requested_amount(name: str, value: Any) -> Fraction:
 
 class _BudgetMeta(type(BaseModel)):  # type: ignore[misc]
     """Lets users write ``PureDP(1)`` as well as ``PureDP(epsilon=1)``: a :func:`requested_amount` (never 0).
-
-    Only calls of the class come through here. Pydantic's validation (``model_validate``,
-    ``model_validate_json``, nested request models) builds instances without calling the class,
-    so a serialised zero accumulator (nothing spent yet) still loads.
-    """
+    Validation (``model_validate``, nested models) skips this, so a serialised zero spend still loads."""
 
     def __call__(cls, value: Any = _UNSET, /, **data: Any) -> Any:
         field: str = cls._field
@@ -125,13 +112,8 @@ class _BudgetMeta(type(BaseModel)):  # type: ignore[misc]
 
 @functools.total_ordering
 class _Budget(BaseModel, metaclass=_BudgetMeta):
-    """Shared behaviour of the two budget kinds: exact value, +, -, ordering (from < and ==), float view.
-
-    Calling the class (``PureDP(0)``) rejects zero, because a zero budget asked for by a user is
-    almost surely a mistake. Validation of serialised data accepts zero, because amounts *spent*
-    are stored and reloaded and nothing spent is zero; both reject negative, NaN, infinite,
-    boolean and non-numeric values, and round down onto the kind's ``grid`` (sums stay on it).
-    """
+    """Shared behaviour of the two budget kinds: exact value, +, -, ordering, float view. Calling the class rejects
+    zero (a user's mistake), validation accepts it (nothing spent); both round down onto the kind's ``grid``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     _field: ClassVar[str]
@@ -170,6 +152,11 @@ class _Budget(BaseModel, metaclass=_BudgetMeta):
     def __lt__(self, other: object) -> bool:
         return self.value < self._same_kind(other, "compare").value
 
+    @field_validator("epsilon", "rho", mode="before", check_fields=False)
+    @classmethod
+    def _exact(cls, value: Any, info: ValidationInfo) -> Fraction:
+        return on_grid(to_fraction(info.field_name, value), cls.grid)
+
 
 class PureDP(_Budget):
     """A pure epsilon-DP budget: ``PureDP(1)``, ``PureDP("1/10")``, ``PureDP(epsilon=0.5)``."""
@@ -183,11 +170,6 @@ class PureDP(_Budget):
 
         def __init__(self, epsilon: Amount = ..., /, **data: Any) -> None: ...
 
-    @field_validator("epsilon", mode="before")
-    @classmethod
-    def _exact(cls, value: Any) -> Fraction:
-        return on_grid(to_fraction("epsilon", value), cls.grid)
-
 
 class ZCDP(_Budget):
     """A rho-zero-concentrated-DP budget: ``ZCDP("1/2")``, ``ZCDP(rho=0.05)``."""
@@ -200,11 +182,6 @@ class ZCDP(_Budget):
     if TYPE_CHECKING:  # the metaclass accepts the value positionally
 
         def __init__(self, rho: Amount = ..., /, **data: Any) -> None: ...
-
-    @field_validator("rho", mode="before")
-    @classmethod
-    def _exact(cls, value: Any) -> Fraction:
-        return on_grid(to_fraction("rho", value), cls.grid)
 
 
 Budget = Annotated[Union[PureDP, ZCDP], Field(discriminator="kind")]

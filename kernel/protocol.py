@@ -1,9 +1,6 @@
-"""The kernel's whole API: typed request and response messages (pydantic).
-
-Nothing else crosses the trust boundary. Matrices travel as specs, predicates as typed
-trees, arrays as base64 data; the kernel rebuilds everything with its own classes. A
-client never states a charge: only the parameters that set the noise.
-"""
+"""The kernel's whole API: typed request and response messages (pydantic). Nothing else crosses the trust
+boundary: matrices travel as specs, predicates as typed trees, arrays as base64 data, all rebuilt by the
+kernel with its own classes. A client never states a charge, only the parameters that set the noise."""
 
 from __future__ import annotations
 
@@ -50,81 +47,73 @@ class Partition(_Message):
 # ---- requests --------------------------------------------------------------------------
 
 
+class _OnSource(_Message):
+    op: str  # each request type sets its own
+    source: SourceId
+
+
 class Root(_Message):
     op: Literal["root"] = "root"
 
 
-class Describe(_Message):
+class Describe(_OnSource):
     op: Literal["describe"] = "describe"
-    source: SourceId
 
 
-class Where(_Message):
+class Where(_OnSource):
     op: Literal["where"] = "where"
-    source: SourceId
     predicate: Predicate
 
 
-class Project(_Message):
+class Project(_OnSource):
     op: Literal["project"] = "project"
-    source: SourceId
     attributes: list[str] = Field(min_length=1)
 
 
-class Vectorize(_Message):
+class Vectorize(_OnSource):
     """The table's histogram, or with ``attributes`` its marginal on them (project and vectorize in one step)."""
 
     op: Literal["vectorize"] = "vectorize"
-    source: SourceId
     attributes: list[str] | None = Field(default=None, min_length=1)
 
 
-class VectorizeMany(_Message):
-    """Several marginals of one table in one message: exactly one ``vectorize`` request per entry of
-    ``attributes``, in order (each a new vector source, a 1-stable derivation of ``source``)."""
+class VectorizeMany(_OnSource):
+    """Several marginals of one table: exactly one ``vectorize`` request per entry of ``attributes``, in order."""
 
     op: Literal["vectorize_many"] = "vectorize_many"
-    source: SourceId
     attributes: list[Annotated[list[str], Field(min_length=1)]] = Field(min_length=1)
 
 
-class Transform(_Message):
+class Transform(_OnSource):
     op: Literal["transform"] = "transform"
-    source: SourceId
     matrix: MatrixSpec
 
 
-class ReduceByPartition(_Message):
+class ReduceByPartition(_OnSource):
     op: Literal["reduce_by_partition"] = "reduce_by_partition"
-    source: SourceId
     partition: Partition
 
 
-class SplitByPartition(_Message):
+class SplitByPartition(_OnSource):
     op: Literal["split_by_partition"] = "split_by_partition"
-    source: SourceId
     partition: Partition
 
 
-class Release(_Message):
+class Release(_OnSource):
     """Free the data of a source and of everything derived from it; lineage and charges stay."""
 
     op: Literal["release"] = "release"
-    source: SourceId
 
 
-class Laplace(_Message):
+class Laplace(_OnSource):
     """y = M x + Laplace noise of scale (L1 sensitivity of M) / epsilon, released on a grid."""
 
     op: Literal["laplace"] = "laplace"
-    source: SourceId
     matrix: MatrixSpec
     epsilon: Epsilon
 
 
 class _GaussianNoise(_Message):
-    """The noise of a Gaussian measurement: exactly one of rho (zCDP spent) or sigma (per unit L2 sensitivity)."""
-
     rho: Rho | None = None
     sigma: Sigma | None = None
 
@@ -151,9 +140,8 @@ class GaussianItem(_GaussianNoise):
 
 
 class GaussianBatch(_Message):
-    """Several Gaussian measurements in one message, each exactly the ``gaussian`` request with the same
-    source, matrix and rho or sigma, composed in order; all are charged, or none (docs/privacy/gaussian.md).
-    Items name their matrix by position in ``matrices``, so a matrix shared by many items travels once."""
+    """Several ``gaussian`` requests in one, composed in order, all charged or none (docs/privacy/gaussian.md);
+    items name their matrix by position in ``matrices``, so a matrix shared by many items travels once."""
 
     op: Literal["gaussian_batch"] = "gaussian_batch"
     matrices: list[MatrixSpec] = Field(min_length=1)
@@ -167,54 +155,47 @@ class GaussianBatch(_Message):
         return self
 
 
-class NoisyCount(_Message):
+class NoisyCount(_OnSource):
     op: Literal["noisy_count"] = "noisy_count"
-    source: SourceId
     epsilon: Epsilon
 
 
-class WorstApprox(_Message):
+class WorstApprox(_OnSource):
     """Exponential mechanism: pick a query of W where the estimate is worst, |w x - w x_hat|."""
 
     op: Literal["worst_approx"] = "worst_approx"
-    source: SourceId
     workload: MatrixSpec
     estimate: ArrayData
     epsilon: Epsilon
 
 
-class DyadicDeviations(_Message):
+class DyadicDeviations(_OnSource):
     """DAWA's partition costs: Laplace-noised deviations of the vector's aligned dyadic blocks."""
 
     op: Literal["dyadic_deviations"] = "dyadic_deviations"
-    source: SourceId
     epsilon: Epsilon
 
 
-class SplitPoints(_Message):
+class SplitPoints(_OnSource):
     """PHP's bisection step: one private split point in each of several disjoint intervals [start, stop)."""
 
     op: Literal["split_points"] = "split_points"
-    source: SourceId
     intervals: list[tuple[NonNegativeInt, NonNegativeInt]] = Field(min_length=1)
     epsilon: Epsilon
 
 
-class FourierSelect(_Message):
+class FourierSelect(_OnSource):
     """EFPA's choice of k: the exponential mechanism on -(||x - P_k x||_2 + offsets[k - 1]), k = 1 .. n."""
 
     op: Literal["fourier_select"] = "fourier_select"
-    source: SourceId
     offsets: ArrayData
     epsilon: Epsilon
 
 
-class StructureFirst(_Message):
-    """StructureFirst's bucket boundaries: ``buckets - 1`` exponential-mechanism draws on SSE costs of the
-    vector clipped to the public ``bound``."""
+class StructureFirst(_OnSource):
+    """StructureFirst's boundaries: ``buckets - 1`` exponential-mechanism draws on SSEs of counts clipped to bound."""
 
     op: Literal["structure_first"] = "structure_first"
-    source: SourceId
     buckets: Annotated[int, Field(ge=2)]
     bound: Annotated[float, Field(gt=0, allow_inf_nan=False)]
     epsilon: Epsilon
@@ -241,11 +222,6 @@ Request = Annotated[
     Field(discriminator="op"),
 ]
 RequestAdapter: TypeAdapter = TypeAdapter(Request)
-
-MEASUREMENTS = (
-    Laplace, Gaussian, GaussianBatch, NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect,
-    StructureFirst,
-)
 
 # ---- responses -------------------------------------------------------------------------
 
@@ -328,12 +304,3 @@ class ErrorInfo(_Message):
     kind: Literal["error"] = "error"
     error: Literal["invalid_request", "unknown_source", "budget_exceeded"]
     message: str
-
-
-Response = Annotated[
-    Union[
-        SourceInfo, Parts, Sources, Answer, Answers, Selected, Splits, BudgetInfo, LineageInfo, TranscriptInfo, ErrorInfo
-    ],
-    Field(discriminator="kind"),
-]
-ResponseAdapter: TypeAdapter = TypeAdapter(Response)

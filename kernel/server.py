@@ -1,8 +1,7 @@
 """Out-of-process mode: the kernel behind a socket (the client's transport is operators.client.socket_transport).
 
-Frames are a 4-byte big-endian length followed by UTF-8 JSON: plain data, parsed by the
-protocol models (never pickle, which would let a client run code in the kernel). Addresses
-are ``HOST:PORT`` (TCP; the default host is 127.0.0.1) or ``unix:PATH``.
+Frames are a 4-byte big-endian length and UTF-8 JSON parsed by the protocol models (never pickle, which would
+let a client run code in the kernel). Addresses are ``HOST:PORT`` (default host 127.0.0.1) or ``unix:PATH``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The kernel service: holds the private table and answers protocol requests, one at a time.
 
-``Kernel.handle_json`` is the single entry point for both modes: the in-process client sends
-it the same JSON text an out-of-process client sends over a socket (no back door). Sources
-are named by random 128-bit ids, so a handle from another session is simply unknown.
+``Kernel.handle_json`` is the single entry point: in-process clients send the same JSON text as socket clients
+(no back door). Sources are random 128-bit ids, so another session's handles are simply unknown.
 """
 
 from __future__ import annotations
@@ -31,8 +30,7 @@ from kernel.matrix.threads import single_threaded_blas
 from kernel.mechanisms import (
     MatrixFacts, Prepared, bucket_costs, dyadic_deviations, exponential_cost, fourier_sensitivity, fourier_tail_norms,
     prepare_dyadic_deviations, prepare_exponential, prepare_gaussian, prepare_laplace, release_many, select_worst,
-    selectable,
-    split_scores, split_sensitivity, structure_first_boundaries, structure_first_sensitivity,
+    selectable, split_scores, split_sensitivity, structure_first_boundaries, structure_first_sensitivity,
 )
 from kernel.noise import NoiseSource
 from kernel.predicate import And, Predicate, validate_predicate
@@ -105,7 +103,7 @@ class Kernel:
         self._sources: dict[str, _Table | _Vector] = {}
         self._graph = nx.DiGraph()
         self._transcript: list[dict[str, Any]] = []
-        self._root = self._add(_Table(table, tuple(range(len(table.domain))), None), "table", None, None)
+        self._root = self._derive(None, _Table(table, tuple(range(len(table.domain))), None), "table", Fraction(1))
         self._accountant = Accountant(budget, self._root, SqliteLedger(ledger, budget) if ledger else None)
 
     # ---- entry points ------------------------------------------------------------------
@@ -145,9 +143,11 @@ class Kernel:
             return response
 
     # ---- sources -----------------------------------------------------------------------
-    def _add(self, source, kind: str, parent: str | None, edge: dict | None) -> str:
+    def _derive(self, parent: str | None, source, op: str, stability: Fraction, kind: str | None = None) -> str:
+        """A new source, named by a random id: the root, or a ``stability``-stable derivation of ``parent``."""
         name = secrets.token_hex(16)
         self._sources[name] = source
+        kind = kind or ("table" if isinstance(source, _Table) else "vector")
         public = {"kind": kind}
         if isinstance(source, _Table):
             public["attributes"] = list(source.domain.names)
@@ -155,14 +155,9 @@ class Kernel:
             public["size"] = int(source.values.size)
         self._graph.add_node(name, **public)
         if parent is not None:
-            self._graph.add_edge(parent, name, **edge)
-            self._accountant.add(name, parent, edge["stability_exact"], is_partition=(kind == "partition"))
+            self._graph.add_edge(parent, name, op=op, stability=str(stability), stability_exact=stability)
+            self._accountant.add(name, parent, stability, is_partition=(kind == "partition"))
         return name
-
-    def _derive(self, parent: str, source, op: str, stability: Fraction, kind: str | None = None) -> str:
-        kind = kind or ("table" if isinstance(source, _Table) else "vector")
-        edge = {"op": op, "stability": str(stability), "stability_exact": stability}
-        return self._add(source, kind, parent, edge)
 
     def _get(self, name: str, kind: type | None = None):
         if name not in self._sources or self._sources[name] is None:
@@ -249,7 +244,7 @@ class Kernel:
         """Integer matrices only, evaluated exactly: the child is integer counts again, and its stability is
         the matrix's exact largest column L1 norm (docs/privacy/arithmetic.md)."""
         vector = self._get(request.source, _Vector)
-        M = self._matrix(request.matrix, vector)
+        M = self._matrix(request.matrix, vector.values.size)
         bounds = M.evaluation(vector.bound)
         if not (bounds.exact and bounds.size < EXACT):
             raise ValueError(
@@ -288,13 +283,13 @@ class Kernel:
     # ---- measurements: validate and prepare from public facts, then one charge, then noise ----
     def _op_laplace(self, request: p.Laplace) -> _Measurement:
         vector = self._get(request.source, _Vector)
-        M = self._matrix(request.matrix, vector)
+        M = self._matrix(request.matrix, vector.values.size)
         prepared = prepare_laplace(M, request.epsilon, vector.bound, self._accountant.kind)
         return self._answer(request.source, prepared, M.matrix @ vector.values)
 
     def _op_gaussian(self, request: p.Gaussian) -> _Measurement:
         vector = self._get(request.source, _Vector)
-        M = self._matrix(request.matrix, vector)
+        M = self._matrix(request.matrix, vector.values.size)
         prepared = prepare_gaussian(M, request.rho, request.sigma, vector.bound, self._accountant.kind)
         return self._answer(request.source, prepared, M.matrix @ vector.values)
 
@@ -302,16 +297,13 @@ class Kernel:
         """Each item exactly as its own ``gaussian`` request (same matrix, sensitivity, scale, grid, charge);
         the charges compose in order and are made together, all or none, before any noise is drawn."""
         vectors = [self._get(item.source, _Vector) for item in request.items]
-        for spec in request.matrices:
-            self._limits.spec(spec)
-        matrices = [MatrixFacts(from_spec(spec)) for spec in request.matrices]  # each built once
+        matrices = [self._matrix(spec) for spec in request.matrices]  # each built and size-checked once
         prepared, memo = [], {}
         for position, (item, vector) in enumerate(zip(request.items, vectors)):
             M = matrices[item.matrix].matrix
             if M.shape[1] != vector.values.size:
                 raise ValueError(f"item {position}: the matrix has {M.shape[1]} columns but the vector has "
                                  f"{vector.values.size} cells")
-            self._limits.matrix(M)
             key = (item.matrix, item.rho, item.sigma, vector.bound)
             if key not in memo:
                 memo[key] = prepare_gaussian(matrices[item.matrix], item.rho, item.sigma, vector.bound,
@@ -341,7 +333,7 @@ class Kernel:
 
     def _op_worst_approx(self, request: p.WorstApprox) -> _Measurement:
         vector = self._get(request.source, _Vector)
-        W = self._matrix(request.workload, vector)
+        W = self._matrix(request.workload, vector.values.size)
         estimate = request.estimate.array()
         if estimate.shape != vector.values.shape or not np.all(np.isfinite(estimate)):
             raise ValueError(f"the estimate must be {vector.values.size} finite numbers, got shape {estimate.shape}")
@@ -451,11 +443,12 @@ class Kernel:
         return p.TranscriptInfo(seeded=self._seeded, entries=list(self._transcript))
 
     # ---- validation helpers ------------------------------------------------------------
-    def _matrix(self, spec, vector: _Vector) -> MatrixFacts:
+    def _matrix(self, spec, cells: int | None = None, what: str = "the matrix") -> MatrixFacts:
+        """A client's matrix, its size checked before and after it is built, and its width if ``cells`` is given."""
         self._limits.spec(spec)
         M = from_spec(spec)
-        if M.shape[1] != vector.values.size:
-            raise ValueError(f"the matrix has {M.shape[1]} columns but the vector has {vector.values.size} cells")
+        if cells is not None and M.shape[1] != cells:
+            raise ValueError(f"{what} has {M.shape[1]} columns but the vector has {cells} cells")
         self._limits.matrix(M)
         return MatrixFacts(M)
 
@@ -464,16 +457,13 @@ class Kernel:
         if partition.labels is not None:
             labels = partition.labels.array().ravel()
             groups = partition.groups if partition.groups is not None else int(labels.max(initial=-1)) + 1
+            self._limits.cells("the partition's groups", groups)
             if labels.size != n:
                 raise ValueError(f"the partition labels {labels.size} cells but the vector has {n}")
             if labels.size and (labels.min() < 0 or labels.max() >= groups):
                 raise ValueError(f"partition labels must lie in 0..{groups - 1}")
             return labels, groups
-        self._limits.spec(partition.matrix)
-        P = from_spec(partition.matrix)
-        self._limits.matrix(P)
-        if P.shape[1] != n:
-            raise ValueError(f"the partition matrix has {P.shape[1]} columns but the vector has {n} cells")
+        P = self._matrix(partition.matrix, n, "the partition matrix").matrix
         if not P.binary or not np.all(P.column_norms("l1") == 1.0):
             raise ValueError("not a partition: every cell (column) must belong to exactly one group, with weight 1")
         return np.rint(P.T @ np.arange(P.shape[0], dtype=np.float64)).astype(np.int64), P.shape[0]
@@ -503,14 +493,12 @@ _OPERATIONS: dict[type, Callable[[Kernel, Any], Any]] = {
 
 
 _PRODUCT_ENTRIES = 1 << 17
-"""Data entries stacked at once when one matrix is applied to several vectors of a batch (1 MB: the
-intermediate products stay in cache; measured best at about 8 vectors of 10^4 cells)."""
+"""Data entries stacked when a batch applies one matrix to several vectors (1 MB stays in cache: measured best)."""
 
 
 def _products(matrices: list[MatrixFacts], which: list[int], vectors: list[_Vector]) -> list[np.ndarray]:
-    """``matrices[which[i]].matrix @ vectors[i].values`` for every i, applying each matrix to a few of its
-    vectors at a time, stacked as columns. One BLAS thread: these products are small and memory-bound, and
-    a second thread made them 10 to 40 times slower on 2 busy cores (kernel/matrix/threads.py)."""
+    """``matrices[which[i]].matrix @ vectors[i].values`` for every i, each matrix on a few vectors at a time (stacked
+    as columns), on one BLAS thread: small memory-bound products ran 10-40x slower on two (kernel/matrix/threads.py)."""
     out: list[np.ndarray | None] = [None] * len(vectors)
     groups: dict[int, list[int]] = {}
     for i, j in enumerate(which):

@@ -1,8 +1,7 @@
 """Private tables behind a counting-only backend interface, and validated loading into numpy.
 
-A backend answers one question: the histogram of some attributes over the rows satisfying a
-predicate. It never returns rows, so an out-of-core or distributed engine can stand behind the
-same interface. Loading validates every value against the domain and loads nothing on error.
+A backend only answers histograms of some attributes over the rows satisfying a predicate, never rows, so
+any engine can stand behind it. Loading validates every value against the domain and loads nothing on error.
 """
 
 from __future__ import annotations
@@ -26,18 +25,15 @@ class TableBackend(ABC):
 
     @abstractmethod
     def histogram(self, attributes: Sequence[int], predicate=None) -> np.ndarray:
-        """int64 counts of the rows satisfying ``predicate``, shaped by the sizes of ``attributes`` (domain order).
-
-        An empty attribute list gives a 0-d array: the count of rows.
-        """
+        """int64 counts of the rows satisfying ``predicate``, shaped by the sizes of ``attributes`` (domain
+        order); no attributes give a 0-d array, the count of rows."""
 
     def count(self, predicate=None) -> int:
         return int(self.histogram((), predicate))
 
 
 class NumpyTable(TableBackend):
-    """Integer code columns held in memory, one per domain attribute, each in the smallest unsigned dtype
-    that holds its codes (a 10-value attribute takes 1 byte per row: histograms read less memory)."""
+    """Integer code columns in memory, each in the smallest unsigned dtype holding its codes (histograms read less)."""
 
     #: Unfiltered histograms up to this many cells are kept: the columns never change, and a table
     #: shared by many kernels (a benchmark replay) is otherwise rescanned for every vectorize.
@@ -84,9 +80,8 @@ class NumpyTable(TableBackend):
 
 
 def load_table(table: Mapping[str, Sequence], domain: Domain) -> NumpyTable:
-    """Validate columns (name -> values: codes, or labels of labelled attributes) into codes; nothing is
-    loaded on error. Reading files and data frames into columns is the front door's job
-    (``ektelo_ng.session.read_columns``)."""
+    """Validate columns (name -> codes, or labels of labelled attributes) into codes; nothing is loaded on error.
+    Reading files and data frames into columns is the front door's job (``ektelo_ng.session.read_columns``)."""
     if not isinstance(table, Mapping):
         raise TypeError(f"the kernel loads a mapping of column name -> values, got {type(table).__name__}")
     columns = {str(k): np.asarray(v) for k, v in table.items()}
@@ -102,10 +97,8 @@ def check_columns(columns: Sequence[str], domain: Domain) -> None:
     missing = [n for n in domain.names if n not in columns]
     extra = [n for n in columns if n not in domain.names]
     if missing or extra:
-        raise ValueError(
-            f"table columns do not match the domain: missing {missing}, unknown {extra}; "
-            f"the domain has {list(domain.names)}"
-        )
+        raise ValueError(f"table columns do not match the domain: missing {missing}, unknown {extra}; "
+                         f"the domain has {list(domain.names)}")
 
 
 def _codes(name: str, values: np.ndarray, domain: Domain) -> np.ndarray:
@@ -133,8 +126,6 @@ def _codes(name: str, values: np.ndarray, domain: Domain) -> np.ndarray:
             raise ValueError(f"column {name!r} has non-integer values such as {values[values != np.round(values)][:5].tolist()}")
     outside = (values < 0) | (values >= attribute.size)  # checked before the cast, so huge values cannot wrap
     if outside.any():
-        raise ValueError(
-            f"column {name!r}: {int(outside.sum())} row(s) outside 0..{attribute.size - 1}, "
-            f"e.g. {sorted(set(values[outside].tolist()))[:5]}"
-        )
+        raise ValueError(f"column {name!r}: {int(outside.sum())} row(s) outside 0..{attribute.size - 1}, "
+                         f"e.g. {sorted(set(values[outside].tolist()))[:5]}")
     return values.astype(np.int64)

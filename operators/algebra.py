@@ -43,7 +43,8 @@ from kernel.matrix import (
     Weighted,
 )
 from operators.matrices import Haar, Prefix, Suffix, WidthRange
-from kernel.matrix.base import _BLOCK_ENTRIES, _unit_columns
+from operators.specs import to_spec
+from kernel.matrix.base import BLOCK_ENTRIES, unit_columns
 
 # ---- sums ---------------------------------------------------------------------------------
 
@@ -74,11 +75,13 @@ class Sum(Matrix):
     def dense(self) -> np.ndarray:
         return sum(t.dense() for t in self.terms)
 
-    def to_spec(self):
-        raise TypeError(
-            "a Sum of matrices has no spec: the kernel takes no sums (client-side algebra only); "
-            "measure the terms, e.g. stacked in a VStack, instead"
-        )
+
+@to_spec.register(Sum)
+def _(A: Sum):
+    raise TypeError(
+        "a Sum of matrices has no spec: the kernel takes no sums (client-side algebra only); "
+        "measure the terms, e.g. stacked in a VStack, instead"
+    )
 
 
 # ---- Gram matrices ------------------------------------------------------------------------
@@ -160,9 +163,11 @@ class IntervalGram(Matrix):
     def dense(self) -> np.ndarray:
         return _interval_gram_dense(self.source)
 
-    def to_spec(self):
-        """The kernel takes a Gram as the product it is."""
-        return Product([self.source.T, self.source]).to_spec()
+
+@to_spec.register(IntervalGram)
+def _(A: IntervalGram):
+    """The kernel takes a Gram as the product it is."""
+    return to_spec(Product([A.source.T, A.source]))
 
 
 @singledispatch
@@ -225,7 +230,7 @@ def _index_grid(n: int) -> tuple[np.ndarray, np.ndarray]:
 def pinv(A: Matrix) -> Matrix:
     """The Moore-Penrose pseudo-inverse; generic fallback materializes (small matrices only)."""
     m, n = A.shape
-    if m * n > _BLOCK_ENTRIES:
+    if m * n > BLOCK_ENTRIES:
         raise NotImplementedError(
             f"{type(A).__name__} of shape {A.shape} has no structured pseudo-inverse and is too "
             "large to invert densely; solve least squares iteratively (scipy LSMR) instead"
@@ -303,10 +308,10 @@ def trace(A: Matrix) -> float:
     """Trace of a square matrix."""
     n = _square(A)
     total = 0.0
-    step = max(1, _BLOCK_ENTRIES // max(n, 1))
+    step = max(1, BLOCK_ENTRIES // max(n, 1))
     for start in range(0, n, step):
         stop = min(n, start + step)
-        block = A._matmat(_unit_columns(n, start, stop))
+        block = A._matmat(unit_columns(n, start, stop))
         total += float(np.trace(block[start:stop]))
     return total
 

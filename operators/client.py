@@ -15,10 +15,12 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Annotated, Union
 
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
+from pydantic import Field, TypeAdapter
 
 from kernel import protocol as p
 from kernel.domain import Domain
@@ -27,9 +29,20 @@ from kernel.matrix.spec import ArrayData
 from kernel.predicate import Predicate
 from kernel.privacy import PureDP, ZCDP
 from operators.privacy import zcdp_to_approx_dp
+from operators.specs import to_spec
 from kernel.server import tune_socket, parse_address, read_frame, write_frame
 
 Transport = Callable[[str], str]
+
+Response = Annotated[
+    Union[
+        p.SourceInfo, p.Parts, p.Sources, p.Answer, p.Answers, p.Selected, p.Splits, p.BudgetInfo, p.LineageInfo,
+        p.TranscriptInfo, p.ErrorInfo,
+    ],
+    Field(discriminator="kind"),
+]
+ResponseAdapter: TypeAdapter = TypeAdapter(Response)
+"""Reads any kernel reply: the kernel's response messages (``kernel.protocol``), told apart by ``kind``."""
 
 
 class KernelError(Exception):
@@ -90,7 +103,7 @@ class Session:
         self._root: Handle | None = None
 
     def request(self, message) -> object:
-        reply = p.ResponseAdapter.validate_json(self._transport(message.model_dump_json()))
+        reply = ResponseAdapter.validate_json(self._transport(message.model_dump_json()))
         if isinstance(reply, p.ErrorInfo):
             raise _ERRORS.get(reply.error, InvalidRequestError)(reply.message)
         return reply
@@ -135,7 +148,7 @@ class Session:
         for handle, matrix, value in zip(handles, matrices, params):
             if id(matrix) not in index:
                 index[id(matrix)] = len(specs)
-                specs.append(matrix.to_spec())
+                specs.append(to_spec(matrix))
             key = "rho" if rho is not None else "sigma"
             items.append(p.GaussianItem(source=handle.id, matrix=index[id(matrix)], **{key: value}))
         reply = self.request(p.GaussianBatch(matrices=specs, items=items))
@@ -193,7 +206,7 @@ class Handle:
         return [Handle(self._session, info) for info in reply.sources]
 
     def transform(self, matrix: Matrix) -> Handle:
-        return self._derived(p.Transform(source=self.id, matrix=matrix.to_spec()), matrix)
+        return self._derived(p.Transform(source=self.id, matrix=to_spec(matrix)), matrix)
 
     def reduce_by_partition(self, partition: Matrix | np.ndarray) -> Handle:
         labels = _labels(partition, self.size)
@@ -213,10 +226,10 @@ class Handle:
 
     # ---- measurements (spend budget) ---------------------------------------------------
     def laplace(self, matrix: Matrix, epsilon: float | Fraction | str) -> NoisyAnswer:
-        return _answer(self._session.request(p.Laplace(source=self.id, matrix=matrix.to_spec(), epsilon=epsilon)))
+        return _answer(self._session.request(p.Laplace(source=self.id, matrix=to_spec(matrix), epsilon=epsilon)))
 
     def gaussian(self, matrix: Matrix, rho: float | Fraction | str | None = None, sigma: float | None = None) -> NoisyAnswer:
-        message = p.Gaussian(source=self.id, matrix=matrix.to_spec(), rho=rho, sigma=sigma)
+        message = p.Gaussian(source=self.id, matrix=to_spec(matrix), rho=rho, sigma=sigma)
         return _answer(self._session.request(message))
 
     def noisy_count(self, epsilon: float | Fraction | str) -> NoisyAnswer:
@@ -225,7 +238,7 @@ class Handle:
     def worst_approx(self, workload: Matrix, estimate: np.ndarray, epsilon: float | Fraction | str) -> int:
         """Index of a workload query chosen by the exponential mechanism, favouring large |w x - w x_hat|."""
         message = p.WorstApprox(
-            source=self.id, workload=workload.to_spec(), estimate=ArrayData.of(np.asarray(estimate, float)), epsilon=epsilon
+            source=self.id, workload=to_spec(workload), estimate=ArrayData.of(np.asarray(estimate, float)), epsilon=epsilon
         )
         return self._session.request(message).index
 
@@ -261,7 +274,7 @@ def _labels(partition: Matrix | np.ndarray, size: int) -> np.ndarray:
 
 def _partition(partition: Matrix | np.ndarray) -> p.Partition:
     if isinstance(partition, Matrix):
-        return p.Partition(matrix=partition.to_spec())
+        return p.Partition(matrix=to_spec(partition))
     labels = np.asarray(partition)
     if not np.issubdtype(labels.dtype, np.integer):
         raise ValueError("partition labels must be integers (one group number per cell)")

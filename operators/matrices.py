@@ -9,7 +9,8 @@ sensitivity itself, without trusting any code in this module.
 >>> import numpy as np
 >>> Prefix(3) @ np.array([1.0, 2.0, 3.0])
 array([1., 3., 6.])
->>> Prefix(3).to_spec().kind, Hierarchical(4).sensitivity("l1"), Haar(8).sensitivity("l1")
+>>> from operators.specs import to_spec
+>>> to_spec(Prefix(3)).kind, Hierarchical(4).sensitivity("l1"), Haar(8).sensitivity("l1")
 ('intervals', 3.0, 4.0)
 """
 
@@ -22,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kernel.matrix import Identity, Intervals, Kronecker, Matrix, Sparse, Total, VStack
-from kernel.matrix.blocks import _positive_int
+from kernel.matrix.blocks import positive_int
 
 __all__ = ["Haar", "Hierarchical", "Marginals", "Prefix", "Suffix", "WidthRange"]
 
@@ -31,7 +32,7 @@ class Prefix(Intervals):
     """Row i sums cells 0..i (the empirical CDF)."""
 
     def __init__(self, n: int):
-        n = _positive_int(n, "Prefix size")
+        n = positive_int(n, "Prefix size")
         super().__init__(n, np.zeros(n, dtype=np.int64), np.arange(n))
 
     def _matmat(self, X):
@@ -52,7 +53,7 @@ class Suffix(Intervals):
     """Row i sums cells i..n-1."""
 
     def __init__(self, n: int):
-        n = _positive_int(n, "Suffix size")
+        n = positive_int(n, "Suffix size")
         super().__init__(n, np.arange(n), np.full(n, n - 1, dtype=np.int64))
 
     def _matmat(self, X):
@@ -73,8 +74,8 @@ class WidthRange(Intervals):
     """All windows of w consecutive cells: rows [i, i+w-1] for i = 0..n-w."""
 
     def __init__(self, n: int, width: int):
-        n = _positive_int(n, "WidthRange size")
-        self.width = _positive_int(width, "window width")
+        n = positive_int(n, "WidthRange size")
+        self.width = positive_int(width, "window width")
         if self.width > n:
             raise ValueError(f"window width {self.width} exceeds the domain size {n}")
         lo = np.arange(n - self.width + 1)
@@ -89,8 +90,8 @@ class Hierarchical(Intervals):
     """
 
     def __init__(self, n: int, branching: int = 2, include_root: bool = True):
-        n = _positive_int(n, "Hierarchical size")
-        self.branching = _positive_int(branching, "branching factor")
+        n = positive_int(n, "Hierarchical size")
+        self.branching = positive_int(branching, "branching factor")
         if self.branching < 2:
             raise ValueError(f"branching factor must be at least 2, got {self.branching}")
         self.include_root = bool(include_root)
@@ -129,7 +130,7 @@ class Haar(Sparse):
     """
 
     def __init__(self, n: int):
-        n = _positive_int(n, "Haar size")
+        n = positive_int(n, "Haar size")
         if n & (n - 1):
             raise ValueError(f"the Haar wavelet needs a power-of-two size, got {n}")
         self.n = n

@@ -30,6 +30,7 @@ from kernel.privacy import (
 )
 from kernel.service import Kernel
 from kernel.table import load_table
+from operators.client import ResponseAdapter
 from operators.privacy import split_amount
 from tests.budget_model import BudgetModel
 
@@ -245,9 +246,9 @@ def test_every_reply_stays_printable_and_parses_back_after_a_thousand_odd_reques
         assert json.loads(reply)["kind"] == "answer", reply
     for op in ("budget", "lineage", "transcript"):
         reply = k.handle_json(json.dumps({"op": op}))
-        parsed = p.ResponseAdapter.validate_json(reply)  # as a client reads it
+        parsed = ResponseAdapter.validate_json(reply)  # as a client reads it
         assert parsed.kind == op and len(reply) < 10**6
-    budget = p.ResponseAdapter.validate_json(k.handle_json('{"op": "budget"}'))
+    budget = ResponseAdapter.validate_json(k.handle_json('{"op": "budget"}'))
     assert all(digits(b.value) <= len(str(ZCDP.grid)) + 8 for b in (budget.spent, budget.remaining))
 
 

@@ -18,6 +18,7 @@ from operators.client import InvalidRequestError, UnknownSourceError
 from kernel.matrix import Dense, Identity, Kronecker, Total
 from operators.matrices import Prefix
 from operators.predicates import attr
+from operators.specs import to_spec
 
 DOMAIN = ek.Domain.from_dict({"sex": ["F", "M"], "age": 8, "zone": 5})
 
@@ -158,7 +159,7 @@ def test_secure_noise_has_no_seed_and_seeded_mode_is_flagged_everywhere():
 def test_a_client_cannot_choose_the_seed_through_the_protocol():
     s = session()
     x = s.source.vectorize()
-    request = {"op": "laplace", "source": x.id, "matrix": Identity(x.size).to_spec().model_dump(mode="json"),
+    request = {"op": "laplace", "source": x.id, "matrix": to_spec(Identity(x.size)).model_dump(mode="json"),
                "epsilon": "1/2", "seed": 1}
     reply = json.loads(s._transport(json.dumps(request)))
     assert reply["kind"] == "error" and "seed" in reply["message"]

@@ -23,6 +23,7 @@ from kernel.noise import NoiseSource, discrete_gaussian
 from kernel.privacy import PureDP, ZCDP
 from kernel.table import NumpyTable
 from operators.client import BudgetExceededError, InvalidRequestError, UnknownSourceError
+from operators.specs import to_spec
 from tests.budget_model import BudgetModel
 
 SIZES = {"a": 3, "b": 4, "c": 5}
@@ -188,7 +189,7 @@ def test_the_client_checks_its_arguments_and_the_kernel_its_matrix_indices():
     from kernel import protocol as p
 
     reply = s._transport(p.GaussianBatch.model_construct(
-        op="gaussian_batch", matrices=[Identity(3).to_spec()],
+        op="gaussian_batch", matrices=[to_spec(Identity(3))],
         items=[p.GaussianItem(source=x.id, matrix=1, rho=Fraction(1))]).model_dump_json())
     assert '"invalid_request"' in reply and "matrix 1" in reply
     assert s.budget.spent == ek.ZCDP.zero()

@@ -19,3 +19,13 @@ def test_the_trusted_surface_lists_every_kernel_module():
     for path in sorted(KERNEL.rglob("*.py")):
         if path.name != "__init__.py":
             assert str(path.relative_to(KERNEL.parent)) in listed, f"{path} is missing from kernel/README.md"
+
+
+def test_client_code_imports_no_private_kernel_names():
+    pattern = re.compile(r"from kernel[\w.]* import (\([^)]*\)|[^\n]*)")
+    for layer in ("operators", "plans", "ektelo_ng"):
+        for path in sorted((KERNEL.parent / layer).rglob("*.py")):
+            for names in pattern.findall(path.read_text()):
+                private = [n.split(" as ")[0].strip() for n in names.strip("()").split(",")
+                           if n.strip().startswith("_") and not n.strip().startswith("__")]
+                assert not private, f"{path} imports private kernel names {private}"

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kernel.matrix import (
@@ -35,6 +35,7 @@ from kernel.matrix import (
 )
 from operators.matrices import Haar, Hierarchical, Marginals, Prefix, Suffix, WidthRange
 from operators.algebra import Sum, frobenius_squared, gram, pinv, rows, trace
+from operators.specs import to_spec
 
 # ---- independent dense oracles for the leaves -------------------------------------------
 
@@ -148,7 +149,9 @@ def leaves(draw, cols):
         values = np.array(draw(st.lists(finite, min_size=n, max_size=n)))
         return Diagonal(values), np.diag(values)
     m = draw(st.integers(1, 5))
-    values = np.array(draw(st.lists(st.floats(-2, 2, allow_nan=False), min_size=m * n, max_size=m * n)))
+    # (no subnormals: a pseudo-inverse of 5e-309 overflows, which is not what these algebra tests are about)
+    entries = st.floats(-2, 2, allow_nan=False, allow_subnormal=False)
+    values = np.array(draw(st.lists(entries, min_size=m * n, max_size=m * n)))
     array = values.reshape(m, n)
     if kind == "sparse":
         array = np.where(np.abs(array) > 1, array, 0.0)
@@ -176,6 +179,7 @@ def matrices(draw, cols=None, depth=2, sums=True):
         return (A * c if draw(st.booleans()) else c * A), c * D
     if kind == "product":
         B, DB = draw(matrices(cols, depth - 1, sums))
+        assume(B.shape[0] <= 64)  # else A's leaves (all ranges of B's rows...) explode in size
         A, DA = draw(matrices(B.shape[0], depth - 1, sums))
         return A @ B, DA @ DB
     if kind == "vstack":
@@ -268,11 +272,11 @@ def test_pinv_matches_dense(pair):
 @given(matrices(sums=False))
 def test_spec_round_trip(pair):
     A, D = pair
-    text = A.to_spec().model_dump_json()
+    text = to_spec(A).model_dump_json()
     rebuilt = from_spec(text)
     assert type(rebuilt) is type(A) or isinstance(rebuilt, Matrix)
     close(rebuilt.dense(), D)
-    assert MatrixSpecAdapter.validate_json(text) == A.to_spec()
+    assert MatrixSpecAdapter.validate_json(text) == to_spec(A)
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 37])
@@ -287,7 +291,7 @@ def test_closed_form_grams(n):
 
 def test_sums_and_client_algebra_stay_out_of_the_kernel():
     with pytest.raises(TypeError, match="the kernel takes no sums"):
-        Kronecker([Sum([Identity(2), Ones(2, 2)]), Prefix(3)]).to_spec()
+        to_spec(Kronecker([Sum([Identity(2), Ones(2, 2)]), Prefix(3)]))
     for name in ("pinv", "trace", "frobenius_squared", "__add__", "rows", "abs", "square"):
         assert not hasattr(Matrix, name), name
     with pytest.raises(ValueError):
@@ -320,7 +324,7 @@ def test_marginals_are_weighted_kronecker_unions():
         0.5 * np.ones((1, 24)),
     ]
     close(M.dense(), np.vstack(blocks))
-    close(from_spec(M.to_spec().model_dump_json()).dense(), M.dense())
+    close(from_spec(to_spec(M).model_dump_json()).dense(), M.dense())
 
 
 def test_client_classes_reach_the_kernel_as_its_own_general_specs():
@@ -328,7 +332,7 @@ def test_client_classes_reach_the_kernel_as_its_own_general_specs():
              (Hierarchical(5, 3, include_root=False), "intervals"), (Haar(8), "sparse"),
              (Marginals([2, 3], {(0,): 2.0, (): 1.0}), "vstack")]
     for A, kind in cases:
-        spec = A.to_spec()
+        spec = to_spec(A)
         assert spec.kind == kind
         rebuilt = from_spec(spec.model_dump_json())
         assert type(rebuilt).__module__.startswith("kernel.matrix")

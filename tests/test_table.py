@@ -8,10 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel.domain import Domain
-from kernel.predicate import And, Between, Compare, In, Not, Or, PredicateAdapter, validate_predicate
+from kernel.predicate import And, Between, Compare, In, Not, Or, Predicate, validate_predicate
 from operators.predicates import attr
 from ektelo_ng.session import open_table
 from kernel.table import load_table
+from pydantic import TypeAdapter
+
+PredicateAdapter = TypeAdapter(Predicate)  # how a predicate travels in a request
 
 DOMAIN = Domain.from_dict({"sex": ["F", "M"], "age": 6, "zone": 4})
 

@@ -1,8 +1,5 @@
-"""Table backends run by a query engine: DuckDB in-process (``duckdb``) and Spark (``spark``).
-
-The engine reads the private rows and validates them against the Domain; only count histograms of
-integer codes come back to the kernel. The engines are optional extras, imported when a backend is made.
-"""
+"""Table backends run by a query engine, DuckDB (``duckdb``) or Spark (``spark``), optional extras imported when a
+backend is made. The engine reads and validates the private rows; only count histograms come back."""
 
 from __future__ import annotations
 
@@ -14,7 +11,6 @@ from pathlib import Path
 import numpy as np
 
 from kernel.domain import Domain
-from kernel.predicate import Between, Compare, _code
 
 
 def require(module: str, extra: str):
@@ -42,21 +38,13 @@ def source_format(source) -> str | None:
     return kind
 
 
-def leaf_codes(node, domain: Domain) -> list[int]:
-    """The integer codes a predicate leaf compares with (labels looked up in the domain)."""
-    values = [node.value] if isinstance(node, Compare) else [node.low, node.high] if isinstance(node, Between) else None
-    return [_code(domain, node.attribute, v) for v in (values or node.values)]
-
-
 def check_outside(domain: Domain, outside: Mapping[str, int]) -> None:
     """Refuse the table, naming the first attribute (domain order) with rows that are not a code of it."""
     for attribute in domain.attributes:
         if outside[attribute.name]:
             labels = f" or a label in {list(attribute.labels)}" if attribute.labels else ""
-            raise ValueError(
-                f"column {attribute.name!r}: {outside[attribute.name]} row(s) outside the domain "
-                f"(missing, not an integer in 0..{attribute.size - 1}{labels})"
-            )
+            raise ValueError(f"column {attribute.name!r}: {outside[attribute.name]} row(s) outside the domain "
+                             f"(missing, not an integer in 0..{attribute.size - 1}{labels})")
 
 
 def fill(shape: tuple[int, ...], rows: np.ndarray) -> np.ndarray:

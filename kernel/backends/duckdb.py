@@ -1,8 +1,7 @@
 """DuckDBTable: a private table read in-process by DuckDB (Parquet or CSV files, a DuckDB table or view).
 
-Each histogram is one ``SELECT codes, count(*) ... WHERE predicate GROUP BY ALL``: attribute names come
-from the Domain and are quoted as identifiers, every value (codes, labels, sizes) is a bound parameter.
-Validation at construction is one scan counting, per column, the rows that are not a code of the domain.
+Each histogram is one ``SELECT codes, count(*) ... WHERE predicate GROUP BY ALL``: names from the Domain are
+quoted identifiers, every value a bound parameter. Validation is one scan counting rows outside the domain.
 """
 
 from __future__ import annotations
@@ -12,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kernel.backends import check_outside, fill, leaf_codes, require, source_format
+from kernel.backends import check_outside, fill, require, source_format
 from kernel.domain import Attribute, Domain
-from kernel.predicate import And, Between, Compare, In, Not, Or
+from kernel.predicate import And, Between, Compare, In, Not, Or, leaf_codes
 from kernel.table import TableBackend, check_columns
 
 _INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
@@ -45,12 +44,8 @@ def _code_sql(attribute: Attribute, kind: str) -> Sql:
 
 
 class DuckDBTable(TableBackend):
-    """``source``: Parquet/CSV files (a path, a glob, or a directory of Parquet files), read by a private in-memory
-    DuckDB unless ``connection`` is given; or the name of a table or view (``schema.name``) in ``connection``
-    (default: DuckDB's default connection, where ``duckdb.sql(...)`` creates tables).
-
-    The data must not change while the kernel serves it (validation happens once, here).
-    """
+    """``source``: Parquet/CSV files (path, glob or Parquet directory, read by a private DuckDB unless ``connection``)
+    or a table or view in ``connection`` (default: DuckDB's). The data must not change while served (checked once)."""
 
     def __init__(self, domain: Domain, source, *, connection=None):
         duckdb = require("duckdb", "duckdb")

@@ -1,8 +1,7 @@
 """SparkTable: a private table read by Spark (a DataFrame, Parquet/CSV files or a catalog table), local or on a cluster.
 
-Each histogram is one ``filter(predicate).groupBy(codes).count()`` built from Column expressions: attribute
-names are quoted identifiers, values are literals (``lit``), so no SQL text is ever assembled. Validation at
-construction is one aggregation counting, per column, the rows that are not a code of the domain.
+Each histogram is one ``filter(predicate).groupBy(codes).count()`` of Column expressions (quoted names, ``lit``
+values: no SQL text is assembled). Validation is one aggregation counting rows outside the domain.
 """
 
 from __future__ import annotations
@@ -13,9 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kernel.backends import check_outside, fill, leaf_codes, require, source_format
+from kernel.backends import check_outside, fill, require, source_format
 from kernel.domain import Attribute, Domain
-from kernel.predicate import _OPS, And, Between, Compare, In, Not, Or
+from kernel.predicate import _OPS, And, Between, Compare, In, Not, Or, leaf_codes
 from kernel.table import TableBackend, check_columns
 
 
@@ -40,12 +39,8 @@ def _code_column(attribute: Attribute, dtype, F, T):
 
 
 class SparkTable(TableBackend):
-    """``source``: a Spark DataFrame, a Parquet/CSV path, directory or URI (hdfs://, s3a://, ...), or a table name
-    in the session's catalog. ``spark``: the SparkSession (default: the active one, or a new one on ``master``,
-    e.g. ``spark://host:7077``, ``yarn``, ``k8s://...``; without a master, Spark's configuration decides).
-
-    The data must not change while the kernel serves it (validation happens once, here).
-    """
+    """``source``: a DataFrame, a Parquet/CSV path, directory or URI, or a catalog table; ``spark``: the SparkSession
+    (default: the active one, or one on ``master``). The data must not change while served (validated once, here)."""
 
     def __init__(self, domain: Domain, source, *, spark=None, master: str | None = None):
         pyspark_sql = require("pyspark.sql", "spark")

@@ -1,5 +1,5 @@
-"""Implicit matrices with products, column norms and specs: the kernel computes sensitivities with them, so
-they are audited. Client-only classes are in ``operators.matrices``, client algebra in ``operators.algebra``."""
+"""Implicit matrices with products and column norms, rebuilt from specs: the kernel computes sensitivities with
+them, so they are audited. Client-only classes, algebra and ``to_spec`` are in ``operators``."""
 
 from kernel.matrix.base import Matrix, Norm, Product, Transpose, Weighted
 from kernel.matrix.blocks import AllRange, Diagonal, Fourier, Identity, Intervals, Ones, Total

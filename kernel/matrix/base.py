@@ -1,9 +1,5 @@
-"""The implicit matrix base class (scipy LinearOperator's shape, plus column norms and a spec) and the generic
-compositions: product, scalar weight, transpose. Materializing is an explicit call (``dense()``).
-
-``__array_ufunc__ = None`` makes numpy refuse ufuncs on matrices (``np.abs(A)`` raises ``TypeError``) and
-sends ``x @ A`` to ``__rmatmul__``.
-"""
+"""The implicit matrix base class (scipy LinearOperator's shape, plus column norms) and the generic compositions:
+product, scalar weight, transpose. Materializing is an explicit call (``dense()``); specs are ``kernel.matrix.spec``."""
 
 from __future__ import annotations
 
@@ -17,13 +13,14 @@ import numpy as np
 Norm = Literal["l1", "l2"]
 
 # Entries materialized at once by generic (structure-free) fallbacks.
-_BLOCK_ENTRIES = 1 << 24
+BLOCK_ENTRIES = 1 << 24
+_MATERIALIZED_LIMIT = 1 << 30  # entries computed for generic column norms: seconds at most
 
 
 class Matrix(ABC):
     """An implicit real matrix. Subclasses implement ``_matmat`` and ``_rmatmat``."""
 
-    __array_ufunc__ = None
+    __array_ufunc__ = None  # numpy refuses ufuncs (np.abs(A) raises TypeError) and sends x @ A to __rmatmul__
     dtype = np.dtype(np.float64)
     shape: tuple[int, int]
     #: True when every entry is 0 or 1, so that |A| = A and A*A = A elementwise.
@@ -70,6 +67,9 @@ class Matrix(ABC):
     def column_norms(self, norm: Norm = "l1") -> np.ndarray:
         """L1 or L2 norm of every column, without materializing when structure allows."""
         _check_norm(norm)
+        return self._column_norms(norm)
+
+    def _column_norms(self, norm: Norm) -> np.ndarray:  # each class's own (the norm is checked)
         if self.binary:
             counts = self.T @ np.ones(self.shape[0])
             return counts if norm == "l1" else np.sqrt(counts)
@@ -84,11 +84,6 @@ class Matrix(ABC):
     def dense(self) -> np.ndarray:
         """All entries as a numpy array (explicit, may be large)."""
         return self._matmat(np.eye(self.shape[1]))
-
-    # ---- serialization ----------------------------------------------------------------
-    @abstractmethod
-    def to_spec(self):
-        """A pydantic model describing this matrix as data (see kernel.matrix.spec)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}{self.shape}"
@@ -113,11 +108,6 @@ class Transpose(Matrix):
     @property
     def T(self) -> Matrix:
         return self.base
-
-    def to_spec(self):
-        from kernel.matrix.spec import TransposeSpec
-
-        return TransposeSpec(base=self.base.to_spec())
 
 
 class Weighted(Matrix):
@@ -147,7 +137,7 @@ class Weighted(Matrix):
 
     __rmul__ = __mul__
 
-    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
+    def _column_norms(self, norm: Norm) -> np.ndarray:
         return abs(self.weight) * self.base.column_norms(norm)
 
     def sensitivity(self, norm: Norm = "l1") -> float:
@@ -155,11 +145,6 @@ class Weighted(Matrix):
 
     def dense(self) -> np.ndarray:
         return self.weight * self.base.dense()
-
-    def to_spec(self):
-        from kernel.matrix.spec import WeightedSpec
-
-        return WeightedSpec(base=self.base.to_spec(), weight=self.weight)
 
 
 class Product(Matrix):
@@ -191,12 +176,11 @@ class Product(Matrix):
     def T(self) -> Matrix:
         return Product([f.T for f in reversed(self.factors)])
 
-    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
+    def _column_norms(self, norm: Norm) -> np.ndarray:
         # diag(w) @ B with B 0/1 (weighted intervals): |B| = B * B = B, so no materialization is needed.
         from kernel.matrix.blocks import Diagonal
 
         if len(self.factors) == 2 and isinstance(self.factors[0], Diagonal) and self.factors[1].binary:
-            _check_norm(norm)
             w, B = self.factors[0].values, self.factors[1]
             return B.T @ np.abs(w) if norm == "l1" else np.sqrt(B.T @ (w * w))
         return _column_norms_blockwise(self, norm)
@@ -205,11 +189,6 @@ class Product(Matrix):
         if len(self.factors) == 1:
             return self.factors[0].dense()
         return self._matmat(np.eye(self.shape[1])) if self.shape[1] <= self.shape[0] else self.T.dense().T
-
-    def to_spec(self):
-        from kernel.matrix.spec import ProductSpec
-
-        return ProductSpec(factors=[f.to_spec() for f in self.factors])
 
 # ---- helpers ----------------------------------------------------------------------------
 
@@ -229,7 +208,7 @@ def _apply(kernel_fn, shape: tuple[int, int], x, what: str) -> np.ndarray:
     return kernel_fn(x)
 
 
-def _unit_columns(n: int, start: int, stop: int) -> np.ndarray:
+def unit_columns(n: int, start: int, stop: int) -> np.ndarray:
     units = np.zeros((n, stop - start))
     units[np.arange(start, stop), np.arange(stop - start)] = 1.0
     return units
@@ -237,12 +216,14 @@ def _unit_columns(n: int, start: int, stop: int) -> np.ndarray:
 
 def _column_norms_blockwise(A: Matrix, norm: Norm) -> np.ndarray:
     """Exact column norms by materializing a block of columns at a time."""
-    _check_norm(norm)
     m, n = A.shape
+    if m * n > _MATERIALIZED_LIMIT:
+        raise ValueError(f"the column norms of this {m} x {n} {type(A).__name__} would take materializing {m * n} "
+                         f"entries, over {_MATERIALIZED_LIMIT}: send a structured matrix (Kronecker, stack, ...)")
     out = np.empty(n)
-    step = max(1, _BLOCK_ENTRIES // max(m, 1))
+    step = max(1, BLOCK_ENTRIES // max(m, n, 1))
     for start in range(0, n, step):
         stop = min(n, start + step)
-        block = A._matmat(_unit_columns(n, start, stop))
+        block = A._matmat(unit_columns(n, start, stop))
         out[start:stop] = np.abs(block).sum(axis=0) if norm == "l1" else np.sqrt((block * block).sum(axis=0))
     return out

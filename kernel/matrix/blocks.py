@@ -1,8 +1,5 @@
-"""Structured one-dimensional blocks: identity, ones, diagonals, interval queries, real Fourier.
-
-An interval row sums the cells ``lo..hi`` (inclusive): ``A @ x`` is a difference of prefix sums and
-``A.T @ y`` a prefix sum of a difference array, O(n + m). Named families are in ``operators.matrices``.
-"""
+"""Structured one-dimensional blocks: identity, ones, diagonals, interval queries, real Fourier. An interval
+row sums the cells ``lo..hi`` (inclusive): prefix sums, O(n + m). Named families are in ``operators.matrices``."""
 
 from __future__ import annotations
 
@@ -11,10 +8,10 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from kernel.matrix.base import Matrix, Norm, _check_norm
+from kernel.matrix.base import Matrix, Norm
 
 
-def _positive_int(value, what: str) -> int:
+def positive_int(value, what: str) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__") or int(value) < 1:
         raise ValueError(f"{what} must be a positive integer, got {value!r}")
     return int(value)
@@ -26,7 +23,7 @@ class Identity(Matrix):
     binary = True
 
     def __init__(self, n: int):
-        self.n = _positive_int(n, "Identity size")
+        self.n = positive_int(n, "Identity size")
         self.shape = (self.n, self.n)
 
     def _matmat(self, X):
@@ -38,17 +35,8 @@ class Identity(Matrix):
     def T(self) -> Matrix:
         return self
 
-    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
-        _check_norm(norm)
+    def _column_norms(self, norm: Norm) -> np.ndarray:
         return np.ones(self.n)
-
-    def dense(self) -> np.ndarray:
-        return np.eye(self.n)
-
-    def to_spec(self):
-        from kernel.matrix.spec import IdentitySpec
-
-        return IdentitySpec(n=self.n)
 
 
 class Ones(Matrix):
@@ -57,7 +45,7 @@ class Ones(Matrix):
     binary = True
 
     def __init__(self, rows: int, cols: int):
-        self.shape = (_positive_int(rows, "Ones rows"), _positive_int(cols, "Ones columns"))
+        self.shape = (positive_int(rows, "Ones rows"), positive_int(cols, "Ones columns"))
 
     def _matmat(self, X):
         return np.repeat(X.sum(axis=0, keepdims=True), self.shape[0], axis=0)
@@ -69,18 +57,12 @@ class Ones(Matrix):
     def T(self) -> Matrix:
         return Ones(self.shape[1], self.shape[0])
 
-    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
-        _check_norm(norm)
+    def _column_norms(self, norm: Norm) -> np.ndarray:
         m = float(self.shape[0])
         return np.full(self.shape[1], m if norm == "l1" else np.sqrt(m))
 
     def dense(self) -> np.ndarray:
         return np.ones(self.shape)
-
-    def to_spec(self):
-        from kernel.matrix.spec import OnesSpec
-
-        return OnesSpec(rows=self.shape[0], cols=self.shape[1])
 
 
 def Total(n: int) -> Ones:
@@ -110,17 +92,11 @@ class Diagonal(Matrix):
     def T(self) -> Matrix:
         return self
 
-    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
-        _check_norm(norm)
+    def _column_norms(self, norm: Norm) -> np.ndarray:
         return np.abs(self.values)
 
     def dense(self) -> np.ndarray:
         return np.diag(self.values)
-
-    def to_spec(self):
-        from kernel.matrix.spec import ArrayData, DiagonalSpec
-
-        return DiagonalSpec(values=ArrayData.of(self.values))
 
 # ---- interval families ----------------------------------------------------------------
 
@@ -131,7 +107,7 @@ class Intervals(Matrix):
     binary = True
 
     def __init__(self, n: int, lo, hi):
-        self.n = _positive_int(n, "domain size")
+        self.n = positive_int(n, "domain size")
         lo = np.asarray(lo, dtype=np.int64).ravel()
         hi = np.asarray(hi, dtype=np.int64).ravel()
         if lo.shape != hi.shape or lo.size == 0:
@@ -158,8 +134,7 @@ class Intervals(Matrix):
     def _rmatmat(self, Y):
         return np.cumsum(np.asarray(self._ends @ Y), axis=0)[: self.n]
 
-    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
-        _check_norm(norm)
+    def _column_norms(self, norm: Norm) -> np.ndarray:
         counts = self._coverage()
         return counts if norm == "l1" else np.sqrt(counts)
 
@@ -170,17 +145,12 @@ class Intervals(Matrix):
         np.add.at(diff, self.hi + 1, -1.0)
         return np.cumsum(diff)[: self.n]
 
-    def to_spec(self):
-        from kernel.matrix.spec import ArrayData, IntervalsSpec
-
-        return IntervalsSpec(n=self.n, lo=ArrayData.of(self.lo), hi=ArrayData.of(self.hi))
-
 
 class AllRange(Intervals):
     """Every interval [i, j], 0 <= i <= j < n, in lexicographic order: n(n+1)/2 rows, bounds built on first use."""
 
     def __init__(self, n: int):
-        self.n = _positive_int(n, "AllRange size")
+        self.n = positive_int(n, "AllRange size")
         self.shape = (self.n * (self.n + 1) // 2, self.n)
 
     @cached_property
@@ -201,23 +171,14 @@ class AllRange(Intervals):
         j = np.arange(self.n, dtype=np.float64)
         return (j + 1) * (self.n - j)
 
-    def to_spec(self):
-        from kernel.matrix.spec import AllRangeSpec
-
-        return AllRangeSpec(n=self.n)
-
 
 class Fourier(Matrix):
-    """The first k rows of the orthonormal real Fourier basis of R^n, lowest frequencies first (EFPA).
-
-    Rows: the constant 1/sqrt(n); for f = 1, 2, .. < n/2 the pair sqrt(2/n) cos(2 pi f j / n) and
-    -sqrt(2/n) sin(2 pi f j / n); for even n the alternating row (-1)^j / sqrt(n). All n rows are
-    orthonormal, so A A^T = I. Products go through numpy's real FFT (``norm="ortho"``): O(n log n).
-    """
+    """The first k rows of the orthonormal real Fourier basis of R^n, lowest frequencies first (EFPA): 1/sqrt(n),
+    pairs sqrt(2/n) cos(2 pi f j / n), -sqrt(2/n) sin(..) for 0 < f < n/2, and for even n (-1)^j / sqrt(n)."""
 
     def __init__(self, n: int, k: int | None = None):
-        self.n = _positive_int(n, "Fourier size")
-        self.k = self.n if k is None else _positive_int(k, "Fourier rows")
+        self.n = positive_int(n, "Fourier size")
+        self.k = self.n if k is None else positive_int(k, "Fourier rows")
         if self.k > self.n:
             raise ValueError(f"the real Fourier basis of R^{self.n} has {self.n} rows, asked for {self.k}")
         self.shape = (self.k, self.n)
@@ -240,10 +201,8 @@ class Fourier(Matrix):
             spectrum[-1] = full[-1]
         return np.fft.irfft(spectrum, n=self.n, axis=0, norm="ortho")
 
-    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
-        """Exact, without materializing: entry (row of frequency f, column j) is a fixed trigonometric
-        function of t = f j mod n, so each row adds a table lookup at t (O(k n) integer work)."""
-        _check_norm(norm)
+    def _column_norms(self, norm: Norm) -> np.ndarray:
+        """Exact, without materializing: entry (f, j) depends on f j mod n only, so each row adds a table lookup."""
         power = 1 if norm == "l1" else 2
         t = np.arange(self.n) * 2.0 * np.pi / self.n
         tables = {"cos": np.abs(np.sqrt(2.0 / self.n) * np.cos(t)) ** power,
@@ -265,8 +224,3 @@ class Fourier(Matrix):
         if self.n % 2 == 0:
             rows.append((self.n // 2, "alternating"))
         return rows[: self.k]
-
-    def to_spec(self):
-        from kernel.matrix.spec import FourierSpec
-
-        return FourierSpec(n=self.n, k=self.k)

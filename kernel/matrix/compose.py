@@ -1,9 +1,5 @@
-"""Structured compositions: Kronecker products, vertical and horizontal stacks.
-
-Data vectors are flattened row-major (first attribute most significant), so
-``(B kron C) @ flat(X) = flat(B @ X @ C.T)``. The Kronecker product applies one factor at
-a time to a reshaped view (never forming the product): cost sum_i N m_i instead of N M.
-"""
+"""Structured compositions: Kronecker products, vertical and horizontal stacks. Vectors are flattened row-major,
+so ``(B kron C) @ flat(X) = flat(B @ X @ C.T)``: one factor at a time, never forming the product."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ from functools import cached_property, reduce
 
 import numpy as np
 
-from kernel.matrix.base import Matrix, Norm, _check_norm
+from kernel.matrix.base import Matrix, Norm
 from kernel.matrix.threads import single_threaded_blas
 
 
@@ -72,7 +68,7 @@ class Kronecker(Matrix):
     def T(self) -> Matrix:
         return Kronecker([f.T for f in self.factors])
 
-    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
+    def _column_norms(self, norm: Norm) -> np.ndarray:
         return reduce(lambda a, b: np.multiply.outer(a, b).ravel(), [f.column_norms(norm) for f in self.factors])
 
     def sensitivity(self, norm: Norm = "l1") -> float:
@@ -81,11 +77,6 @@ class Kronecker(Matrix):
 
     def dense(self) -> np.ndarray:
         return reduce(np.kron, [f.dense() for f in self.factors])
-
-    def to_spec(self):
-        from kernel.matrix.spec import KroneckerSpec
-
-        return KroneckerSpec(factors=[f.to_spec() for f in self.factors])
 
 
 class VStack(Matrix):
@@ -116,19 +107,13 @@ class VStack(Matrix):
     def T(self) -> Matrix:
         return HStack([b.T for b in self.blocks])
 
-    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
-        _check_norm(norm)
+    def _column_norms(self, norm: Norm) -> np.ndarray:
         if norm == "l1":
             return sum(b.column_norms("l1") for b in self.blocks)
         return np.sqrt(sum(b.column_norms("l2") ** 2 for b in self.blocks))
 
     def dense(self) -> np.ndarray:
         return np.vstack([b.dense() for b in self.blocks])
-
-    def to_spec(self):
-        from kernel.matrix.spec import VStackSpec
-
-        return VStackSpec(blocks=[b.to_spec() for b in self.blocks])
 
 
 class HStack(Matrix):
@@ -159,13 +144,8 @@ class HStack(Matrix):
     def T(self) -> Matrix:
         return VStack([b.T for b in self.blocks])
 
-    def column_norms(self, norm: Norm = "l1") -> np.ndarray:
+    def _column_norms(self, norm: Norm) -> np.ndarray:
         return np.concatenate([b.column_norms(norm) for b in self.blocks])
 
     def dense(self) -> np.ndarray:
         return np.hstack([b.dense() for b in self.blocks])
-
-    def to_spec(self):
-        from kernel.matrix.spec import HStackSpec
-
-        return HStackSpec(blocks=[b.to_spec() for b in self.blocks])

@@ -1,8 +1,5 @@
-"""Axis-aligned box queries over a multi-dimensional domain (d-dimensional range queries).
-
-Row k sums the cells x[lo_k[0]..hi_k[0], ..., lo_k[d-1]..hi_k[d-1]] (inclusive). Products use
-d-dimensional prefix sums and inclusion-exclusion over the 2^d corners: O(N + q 2^d).
-"""
+"""Axis-aligned box queries (d-dimensional ranges): row k sums x[lo_k[0]..hi_k[0], ..., lo_k[d-1]..hi_k[d-1]]
+(inclusive), by prefix sums and inclusion-exclusion over the 2^d corners: O(N + q 2^d)."""
 
 from __future__ import annotations
 
@@ -68,8 +65,3 @@ class Ranges(Matrix):
         for axis in range(len(self.domain_shape)):
             out = np.flip(np.cumsum(np.flip(out, axis=axis), axis=axis), axis=axis)
         return out.reshape(-1, k)
-
-    def to_spec(self):
-        from kernel.matrix.spec import ArrayData, RangesSpec
-
-        return RangesSpec(shape=list(self.domain_shape), lo=ArrayData.of(self.lo), hi=ArrayData.of(self.hi))

@@ -1,8 +1,5 @@
-"""Matrix specifications: a matrix as validated data (pydantic), so it can cross a process boundary.
-
-The kernel never receives matrix objects from a client: it rebuilds the matrix from its spec with its own
-classes (``from_spec``), then computes sensitivities itself. Arrays travel as base64 of little-endian bytes.
-"""
+"""Matrix specifications: a matrix as validated data (pydantic). The kernel never receives matrix objects: it
+rebuilds each spec with its own classes (``from_spec``). Arrays travel as base64 of little-endian bytes."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import TypeVar
 
 from kernel.matrix import Matrix
+from operators.specs import to_spec
 
 MAX_ENTRIES = 32
 
@@ -32,7 +33,7 @@ _memo: OrderedDict[str, object] = OrderedDict()
 def key(selector: str, workload: Matrix, parameters: Hashable) -> str:
     """A digest of the selector's name, the workload's specification and the parameters."""
     digest = hashlib.sha256(selector.encode())
-    digest.update(workload.to_spec().model_dump_json().encode())
+    digest.update(to_spec(workload).model_dump_json().encode())
     digest.update(repr(parameters).encode())
     return digest.hexdigest()
 

@@ -17,6 +17,7 @@ from kernel.matrix import Intervals, Matrix
 from operators.selection.hdmm.gram import Gram, Term
 from operators.selection.hdmm.opt0 import factor_error, row_errors
 from operators.selection.strategy import Noise
+from operators.specs import to_spec
 
 
 def _is_row_interval(block: Matrix) -> bool:
@@ -41,7 +42,7 @@ class AttributeBlocks:
                     is_row[j] = True
                     self.index[j, i] = rows.setdefault((int(block.lo[0]), int(block.hi[0])), len(rows))
                 else:
-                    key = block.to_spec().model_dump_json()
+                    key = to_spec(block).model_dump_json()
                     if key not in blocks:
                         blocks[key] = len(self.blocks[i])
                         self.blocks[i].append(block)
