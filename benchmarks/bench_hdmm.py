@@ -95,12 +95,15 @@ def measure_reconstruct_kron_1e8():
     import numpy as np
 
     import ektelo_ng as ek
+    from kernel.limits import Limits
     from kernel.matrix import Kronecker
     from plans.hdmm import hdmm as hdmm_plan
 
     sizes = {f"a{i}": 100 for i in range(4)}
     rng = np.random.default_rng(0)
-    session = ek.protect({n: rng.integers(0, 100, 1_000_000) for n in sizes}, ek.Domain.from_dict(sizes), ek.PureDP(1))
+    limits = Limits(max_cells=1 << 27, memory=1 << 34)  # the owner of a 10^8-cell histogram raises the defaults
+    session = ek.protect({n: rng.integers(0, 100, 1_000_000) for n in sizes}, ek.Domain.from_dict(sizes), ek.PureDP(1),
+                         limits=limits)
     W = Kronecker([Prefix(100)] * 4)
     start, cpu = time.perf_counter(), time.process_time()
     estimate = hdmm_plan(session.source, W, 1, restarts=1)

@@ -11,6 +11,7 @@ import numpy as np
 from operators.client import Session, socket_transport
 from operators.domains import DomainLike, as_domain
 from kernel.domain import Domain
+from kernel.limits import Limits
 from kernel.privacy import PureDP, ZCDP
 from kernel.service import MAX_ROWS, Kernel
 from kernel.table import TableBackend, load_table
@@ -51,6 +52,7 @@ def protect(
     ledger: str | Path | None = None,
     backend: str = "numpy",
     max_rows: int = MAX_ROWS,
+    limits: Limits = Limits(),
 ) -> Session:
     """Load ``table`` into an in-process kernel and return a session; ``session.source`` is the root handle.
 
@@ -61,9 +63,11 @@ def protect(
     it protects against mistakes, not against a hostile analyst: use ``connect`` for isolation.
     ``backend="duckdb"`` or ``"spark"`` leaves the rows to that engine (``table``: Parquet/CSV files, a
     table name, or a Spark DataFrame); see docs/scaling.md. ``max_rows`` is a public bound on the records
-    (docs/privacy/arithmetic.md): a tighter one gives slightly less noise on real-valued strategies.
+    (docs/privacy/arithmetic.md): a tighter one gives slightly less noise on real-valued strategies;
+    ``limits`` caps the cells one request may build and the memory the kernel holds (kernel.limits).
     """
-    kernel = Kernel(open_table(table, domain, backend), budget, seed=seed, ledger=ledger, max_rows=max_rows)
+    kernel = Kernel(open_table(table, domain, backend), budget, seed=seed, ledger=ledger, max_rows=max_rows,
+                    limits=limits)
     return Session(kernel.handle_json)
 
 
