@@ -281,12 +281,14 @@ def prepare_gaussian(M: Matrix | MatrixFacts, rho: Fraction | None, sigma: float
 
 def prepare_exponential(W: Matrix, estimate: np.ndarray, size: float, epsilon: Fraction, unit: Unit
                         ) -> tuple[float, Fraction]:
-    """Sensitivity of the float scores |W x - W x_hat|: max |w_ij| plus twice W's evaluation error on x - x_hat
-    and the subtraction's rounding; the charge, eps or eps^2/8 under zCDP (docs/privacy/exponential-mechanism.md)."""
+    """Sensitivity of the float scores |W x - W x_hat|: max |w_ij| plus twice a score's rounding (W's error on
+    an entry of x - x_hat, and max |w_ij| times the subtraction's); the charge, eps or eps^2/8 under zCDP
+    (docs/privacy/exponential-mechanism.md)."""
     W = MatrixFacts.of(W)
     reach = (size + float(np.abs(estimate).sum())) * (1 + gamma(estimate.size + 2))
     _, bounds = W.released("l1", reach, integral=False)
-    sensitivity = max_abs_entry(W) + 2 * (bounds.error + UNIT * W.sensitivity("l1") * reach)
+    largest = max_abs_entry(W)
+    sensitivity = largest + 2 * (bounds.entry_error + UNIT * largest * reach)
     return selectable(epsilon, sensitivity), exponential_cost(epsilon, unit)
 
 

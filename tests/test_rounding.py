@@ -116,6 +116,7 @@ def test_float_answers_are_within_the_error_bound_and_neighbours_within_the_sens
     computed = M @ x
     bounds = evaluation(M, float(size), True)
     assert sum(abs(Fraction(float(c)) - t) for c, t in zip(computed, truth)) <= Fraction(bounds.error)
+    assert max(abs(Fraction(float(c)) - t) for c, t in zip(computed, truth)) <= Fraction(bounds.entry_error)
     assert np.all(np.abs(computed) <= bounds.peak)
     if bounds.exact:
         assert [Fraction(float(c)) for c in computed] == truth
@@ -143,3 +144,15 @@ def test_integer_matrices_on_counts_are_exact_and_keep_their_exact_sensitivity()
     assert bounds.exact and bounds.peak <= 2.0**35 * (1 + 1e-9)
     assert MatrixFacts(M).sensitivity("l1") == 8.0
     assert MatrixFacts(M).released("l1", 2.0**32)[0] == 8.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(matrices(3), kronecker_matrices()), st.data())
+def test_each_entry_is_within_its_bound_on_real_inputs(M, data):
+    """What worst-approx scores rest on: every entry of fl(M z) for real z (such as x - x_hat)."""
+    n, size = M.shape[1], 2.0**10
+    assume(bounded(M))
+    z = np.array(data.draw(st.lists(st.floats(-size / (2 * n), size / (2 * n)), min_size=n, max_size=n)))
+    truth = [sum(row[j] * Fraction(float(z[j])) for j in range(n)) for row in exact(M)]
+    bounds = evaluation(M, size, False)
+    assert max(abs(Fraction(float(c)) - t) for c, t in zip(M @ z, truth)) <= Fraction(bounds.entry_error)

@@ -15,7 +15,7 @@ magnitudes of its terms (any order, so any BLAS); an FFT is assumed to meet the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -46,6 +46,11 @@ class Evaluation:
     size: float  # ||M x||_1 of the exact product
     peak: float  # |every intermediate value|, and |every entry of fl(M x)|
     error: float  # ||fl(M x) - M x||_1
+    row: float | None = None  # |fl(M x)_i - (M x)_i| for every i, where tighter than ``error``
+
+    @property
+    def entry_error(self) -> float:
+        return self.error if self.row is None else min(self.row, self.error)
 
     @property
     def exact(self) -> bool:
@@ -60,7 +65,8 @@ def evaluation(M: Matrix, size: float, integral: bool) -> Evaluation:
         return _chain([_materialized(f) for f in M.factors[::-1]], size, integral)
     if isinstance(M, VStack):
         parts = [evaluation(b, size, integral) for b in M.blocks]
-        return Evaluation(sum(p.size for p in parts), max(p.peak for p in parts), sum(p.error for p in parts))
+        return Evaluation(sum(p.size for p in parts), max(p.peak for p in parts), sum(p.error for p in parts),
+                          max(p.entry_error for p in parts))
     if isinstance(M, HStack):  # every block may see the whole input; block results are added in turn
         parts = [evaluation(b, size, integral) for b in M.blocks]
         total = sum(p.size + p.error for p in parts)
@@ -72,7 +78,8 @@ def evaluation(M: Matrix, size: float, integral: bool) -> Evaluation:
         reach = c * (base.size + base.error)
         exact = base.exact and M.weight == round(M.weight) and reach < EXACT
         error = 0.0 if exact else c * base.error + UNIT * reach + _TINY * M.shape[0]
-        return Evaluation(c * base.size, max(base.peak, reach), error)
+        row = 0.0 if exact else c * base.entry_error + UNIT * c * base.peak + _TINY
+        return Evaluation(c * base.size, max(base.peak, reach), error, row)
     if isinstance(M, Transpose) and isinstance(M.base, Transpose):  # applies the inner base itself
         return evaluation(M.base.base, size, integral)
     if isinstance(M, Transpose) and not isinstance(M.base.T, Transpose):  # the base's structured transpose
@@ -127,21 +134,25 @@ def _leaf(M: Matrix, size: float, integral: bool) -> Evaluation:
         column = cols * largest  # a column of M^T is a row of the base: at most cols entries of size <= largest
     else:
         column = float(np.max(base.column_norms("l1"))) * (1 + gamma(rows + 2))
+    row = None  # each entry's error, where a leaf bounds it apart from the total
     if isinstance(base, Identity):
         error, peak = 0.0, size
     elif isinstance(base, Diagonal):
-        error, peak = UNIT * largest * size, largest * size
-    elif isinstance(base, (Dense, Sparse)):
+        error, peak, row = UNIT * largest * size, largest * size, UNIT * largest * size
+    elif isinstance(base, (Dense, Sparse)):  # entry i: gamma (|A| |x|)_i <= gamma max_j |a_ij| ||x||_1
         error, peak = gamma(cols + 1) * column * size, max(largest, column) * size
+        row = None if transposed else gamma(cols + 1) * largest * size
     elif isinstance(base, Fourier):  # pocketfft: ||error||_2 <= 16 * 4 log2(2n) u ||x||_2 <= .. ||x||_1
         error, peak = math.sqrt(rows) * 64 * math.log2(2 * base.n) * UNIT * size, math.sqrt(2 * base.n) * size
     elif isinstance(base, (Ones, Intervals, Ranges)):  # prefix sums, then differences of 2^d corners
         corners = 2 ** len(base.domain_shape) if isinstance(base, Ranges) else 2
-        error, peak = rows * corners * gamma((rows + cols) * corners + 2) * size, corners * size
+        row = corners * gamma((rows + cols) * corners + 2) * size
+        error, peak = rows * row, corners * size
     else:
         raise ValueError(f"the kernel has no rounding bound for {type(base).__name__} matrices")
     exact = integer and integral and peak < EXACT
-    return _result(column * size, peak, exact, error, rows, cols)
+    evaluated = _result(column * size, peak, exact, error, rows, cols)
+    return evaluated if exact or row is None else replace(evaluated, row=row + _TINY * (cols + 2))
 
 
 def _result(size: float, peak: float, exact: bool, error: float, rows: int, cols: int) -> Evaluation:
