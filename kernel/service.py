@@ -177,7 +177,8 @@ class Kernel:
         return p.SourceInfo(source=name, source_kind="vector", size=self._graph.nodes[name].get("size", 0))
 
     def _held(self) -> int:
-        return sum(s.values.nbytes for s in self._sources.values() if isinstance(s, _Vector))
+        """Held vector bytes, counted 8 per cell: public (int32 storage depends on the counts)."""
+        return sum(8 * s.values.size for s in self._sources.values() if isinstance(s, _Vector))
 
     def _new_vector(self, cells: int, what: str) -> None:
         """Refuse, before building it, a vector over the per-request cell limit or the memory limit."""
@@ -270,7 +271,7 @@ class Kernel:
         sizes = np.bincount(labels, minlength=groups)
         if np.any(sizes == 0):
             raise ValueError(f"partition group(s) {np.flatnonzero(sizes == 0)[:5].tolist()} have no cells")
-        self._limits.hold(self._held(), vector.values.nbytes)
+        self._limits.hold(self._held(), 8 * vector.values.size)
         node = self._derive(request.source, None, "split_by_partition", Fraction(1), kind="partition")
         order = np.argsort(labels, kind="stable")
         bounds = np.r_[0, np.cumsum(sizes)]

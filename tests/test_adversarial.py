@@ -26,7 +26,8 @@ import pytest
 from kernel.privacy import PureDP, ZCDP
 from kernel.server import make_server, read_frame, write_frame
 from kernel.service import Kernel
-from kernel.table import load_table
+from kernel.limits import Limits
+from kernel.table import TableBackend, load_table
 from kernel.domain import Domain
 
 C53 = 2.0**53  # (C - 1) * x rounds once x > 2^15 or so: C x - (C - 1) x jumps from 32768 to 65536 between 32768 and 32769
@@ -351,6 +352,33 @@ def test_vectorizing_a_huge_domain_is_refused_with_the_size_and_limit(remote):
         assert reply["kind"] == "error" and "limit" in reply["message"] and "1000000000000" in reply["message"]
     finally:
         a.close()
+
+
+class _Counts(TableBackend):
+    """A table given by its histogram (counts beyond 2^31 without building the rows)."""
+
+    def __init__(self, counts):
+        self.counts = np.asarray(counts, dtype=np.int64)
+
+    @property
+    def domain(self):
+        return Domain.from_sizes([self.counts.size], names=["a"])
+
+    def histogram(self, attributes, predicate=None):
+        return self.counts if attributes else self.counts.sum()
+
+
+def test_whether_the_memory_limit_refuses_does_not_depend_on_the_counts(remote):
+    """Small counts are held as int32, large ones as int64: the memory check must not see the difference."""
+    outcomes = []
+    for counts in ([1, 0], [2**33, 0]):
+        kernel = Kernel(_Counts(counts), PureDP(1), max_rows=2**40, limits=Limits(memory=8 * 2 * 2))
+        a = Analyst(kernel, remote)
+        try:
+            outcomes.append([a.send({"op": "vectorize", "source": a.root()})["kind"] for _ in range(3)])
+        finally:
+            a.close()
+    assert outcomes[0] == outcomes[1] == ["source", "source", "error"]
 
 
 def test_a_released_source_frees_its_data_and_keeps_its_charges(remote):
