@@ -20,15 +20,22 @@ _RAISE = "a data owner can raise it with Kernel(..., limits=Limits({option}=...)
 @dataclass(frozen=True)
 class Limits:
     """``max_cells``: the largest vector, matrix side or intermediate one request may build (64-bit
-    floats: 2^25 cells are 256 MB); ``memory``: bytes of vector data the kernel holds at once."""
+    floats: 2^25 cells are 256 MB); ``memory``: bytes of vector data the kernel holds at once; ``work``:
+    the elementary steps of one quadratic-time selection (PHP, StructureFirst; 2^32 is seconds)."""
 
     max_cells: int = 1 << 25
     memory: int = 1 << 33
+    work: int = 1 << 32
 
     def cells(self, what: str, count: int) -> None:
         if count > self.max_cells:
             raise ValueError(f"{what} has {count} cells, over the kernel's limit of {self.max_cells} per request; "
                              + _RAISE.format(option="max_cells", flag="max-cells"))
+
+    def steps(self, what: str, count: int) -> None:
+        if count > self.work:
+            raise ValueError(f"{what} takes about {count} steps, over the kernel's limit of {self.work} per request; "
+                             + _RAISE.format(option="work", flag="work"))
 
     def hold(self, held: int, more: int) -> None:
         if held + more > self.memory:

@@ -364,6 +364,7 @@ class Kernel:
                     "cells, after and disjoint from the ones before it: give sorted, disjoint intervals"
                 )
             previous_stop = stop
+        self._limits.steps("PHP's split scores", sum(2 * (stop - start) ** 2 for start, stop in request.intervals))
         cost = exponential_cost(request.epsilon, self._accountant.kind)  # disjoint intervals: parallel composition
         values = vector.values.astype(np.float64)
         scores = [(split_scores(values[start:stop]),
@@ -402,6 +403,7 @@ class Kernel:
                 f"{request.buckets} buckets need at least as many cells, and the quadratic-time dynamic program at "
                 f"most {QUADRATIC_LIMIT}; the vector has {vector.values.size} (reduce or split it first)"
             )
+        self._limits.steps("StructureFirst's dynamic program", vector.values.size**2 * request.buckets)
         cost = exponential_cost(request.epsilon, self._accountant.kind)  # buckets - 1 draws at eps / (buckets - 1)
         sensitivity = selectable(request.epsilon / (request.buckets - 1), structure_first_sensitivity(
             vector.values.size, request.bound, request.buckets, vector.bound))

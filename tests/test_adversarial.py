@@ -343,6 +343,26 @@ def test_a_partition_into_a_trillion_groups_is_refused_at_once(remote):
         a.close()
 
 
+def test_quadratic_selections_cannot_stall_the_kernel(remote):
+    """A 2 kB request for PHP on 128 intervals of 8,192 cells, or StructureFirst with 8,192 buckets, would
+    take minutes: refused at once, naming the limit."""
+    a = analyst(np.r_[np.zeros(2**20 - 1, dtype=np.int64), 5], remote=remote)
+    try:
+        x = a.vector()
+        start = time.perf_counter()
+        reply = a.send({"op": "split_points", "source": x, "epsilon": "1",
+                        "intervals": [[i * 8192, (i + 1) * 8192] for i in range(128)]})
+        assert reply["kind"] == "error" and "limit" in reply["message"], reply
+        small = a.send({"op": "transform", "source": x, "matrix": {"kind": "ones", "rows": 8192, "cols": 2**20}})
+        reply = a.send({"op": "structure_first", "source": small["source"], "epsilon": "1", "buckets": 8192,
+                        "bound": 10.0})
+        assert reply["kind"] == "error" and "limit" in reply["message"], reply
+        assert time.perf_counter() - start < 1.0
+        assert Fraction(a.spent()["epsilon"]) == 0
+    finally:
+        a.close()
+
+
 def test_vectorizing_a_huge_domain_is_refused_with_the_size_and_limit(remote):
     domain = Domain.from_sizes([10**6, 10**6], names=["a", "b"])
     kernel = Kernel(load_table({"a": np.array([1, 2]), "b": np.array([3, 4])}, domain), PureDP(1))

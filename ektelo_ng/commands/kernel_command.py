@@ -61,6 +61,8 @@ def register(subcommands) -> None:
                        help=f"largest vector or matrix side one request may build (default {Limits.max_cells})")
     serve.add_argument("--memory", type=int, default=Limits.memory,
                        help=f"bytes of vector data the kernel may hold at once (default {Limits.memory})")
+    serve.add_argument("--work", type=int, default=Limits.work,
+                       help=f"steps one quadratic-time selection may take (PHP, StructureFirst; default {Limits.work})")
     serve.set_defaults(run=run_serve)
 
 
@@ -86,7 +88,8 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"ektelo-ng kernel: error: {error}", file=sys.stderr)
         return 2
     kernel = Kernel(table, parse_budget(args.budget), seed=args.seed, ledger=args.ledger, max_rows=args.max_rows,
-                    limits=Limits(max_cells=args.max_cells, memory=args.memory))
+                    limits=Limits(max_cells=args.max_cells, memory=args.memory,
+                                                       work=args.work))
     server = make_server(kernel, args.listen)
     address = server.server_address
     shown = f"unix:{address}" if isinstance(address, str) else f"{address[0]}:{address[1]}"
