@@ -208,6 +208,11 @@ class Handle:
     def transform(self, matrix: Matrix) -> Handle:
         return self._derived(p.Transform(source=self.id, matrix=to_spec(matrix)), matrix)
 
+    def release(self) -> int:
+        """Free this source's data and its descendants' in the kernel (their lineage and charges stay);
+        returns how many sources were freed. Later requests on them are refused."""
+        return len(self._session.request(p.Release(source=self.id)).sources)
+
     def reduce_by_partition(self, partition: Matrix | np.ndarray) -> Handle:
         labels = _labels(partition, self.size)
         message = p.ReduceByPartition(source=self.id, partition=_partition(partition))

@@ -346,3 +346,17 @@ def test_vectorize_on_attributes_is_the_projected_histogram_in_one_step():
     assert lineage.edges[s.source.id, direct.id]["stability"] == "1"
     with pytest.raises(InvalidRequestError):
         s.source.vectorize(["no_such_attribute"])
+
+
+def test_releasing_a_handle_frees_it_and_its_descendants_and_keeps_the_spend():
+    s = session(budget=ek.PureDP(1))
+    x = s.source.vectorize()
+    child = x.transform(Identity(x.size))
+    child.noisy_count(Fraction(1, 4))
+    other = s.source.vectorize()
+    assert x.release() == 2  # x and its transform
+    for handle in (x, child):
+        with pytest.raises(InvalidRequestError, match="released"):
+            handle.noisy_count(Fraction(1, 4))
+    other.noisy_count(Fraction(1, 4))  # a sibling is untouched
+    assert s.budget.spent == ek.PureDP(Fraction(1, 2))
