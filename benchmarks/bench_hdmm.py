@@ -101,7 +101,7 @@ def measure_reconstruct_kron_1e8():
 
     sizes = {f"a{i}": 100 for i in range(4)}
     rng = np.random.default_rng(0)
-    limits = Limits(max_cells=1 << 27, memory=1 << 34)  # the owner of a 10^8-cell histogram raises the defaults
+    limits = Limits(max_cells=1 << 28, memory=1 << 34)  # the owner of a 10^8-cell histogram raises the defaults
     session = ek.protect({n: rng.integers(0, 100, 1_000_000) for n in sizes}, ek.Domain.from_dict(sizes), ek.PureDP(1),
                          limits=limits)
     W = Kronecker([Prefix(100)] * 4)
