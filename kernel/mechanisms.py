@@ -176,10 +176,15 @@ FOURIER_SENSITIVITY = 1.0
 """||(I - P_k) x||_2 is 1-Lipschitz in the L2 norm, and a unit change has L2 norm <= 1 (docs/privacy/efpa.md)."""
 
 
+@functools.lru_cache(maxsize=64)
+def _fourier_unit_error(n: int) -> float:
+    return evaluation(Fourier(n), 1.0, True).error  # per record; computed once per size (its norms cost 0.1 s)
+
+
 def fourier_sensitivity(n: int, size: float, offsets: np.ndarray) -> float:
     """FOURIER_SENSITIVITY plus twice the float error of a score -(tail + offset): the coefficients'
     rounding (L1, hence L2) and relative gamma_{n+6} for the squares, sums, root and the offset's addition."""
-    coefficients = evaluation(Fourier(n), size, True).error
+    coefficients = _fourier_unit_error(n) * max(size, 1.0)  # the bound is a S + b <= (a + b) S for S >= 1
     return FOURIER_SENSITIVITY + 2 * (coefficients + gamma(n + 6) * (2 * size + float(np.max(np.abs(offsets)))))
 
 
