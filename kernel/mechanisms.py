@@ -87,7 +87,7 @@ class MatrixFacts:
             if not unit.peak < LIMIT:
                 raise ValueError(f"this matrix has entries or products up to {unit.peak:.3g}, beyond what the kernel "
                                  "evaluates safely (2^500): rescale it")
-            computed, margin = self.matrix.sensitivity(norm), 1 + gamma(sum(self.matrix.shape) + 64)
+            computed, margin = self.matrix.sensitivity(norm), 1 + gamma(4 * sum(self.matrix.shape) + 64)
             if unit.exact and unit.size < EXACT:  # integer columns: exact L1 norms; L2 roots exact if integral
                 exact_root = computed == round(computed) < 2**26  # then sqrt(q) rounds to k only for q = k^2
                 computed = computed if norm == "l1" or exact_root else computed * margin
