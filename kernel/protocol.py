@@ -302,5 +302,6 @@ class TranscriptInfo(_Message):
 
 class ErrorInfo(_Message):
     kind: Literal["error"] = "error"
-    error: Literal["invalid_request", "unknown_source", "budget_exceeded"]
+    error: Literal["invalid_request", "unknown_source", "budget_exceeded", "unauthenticated", "rate_limited", "timeout",
+                   "busy"]
     message: str

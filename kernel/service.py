@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from kernel import protocol as p
 from kernel.accountant import Accountant, BudgetExceeded
 from kernel.domain import Domain
-from kernel.ledger import SqliteLedger
+from kernel.ledger import Account, SqliteLedger
 from kernel.limits import Limits
 from kernel.matrix import Matrix, Ones, Total, from_spec
 from kernel.matrix.rounding import EXACT
@@ -84,19 +84,22 @@ class Kernel:
         budget: PureDP | ZCDP,
         *,
         seed: int | None = None,
-        ledger: str | Path | None = None,
+        ledger: str | Path | Account | None = None,
         max_rows: int = MAX_ROWS,
         limits: Limits = Limits(),
+        journal: Callable[[dict[str, Any]], None] | None = None,
     ):
         """``max_rows`` is a public bound on the table's records (checked here, never released otherwise):
-        rounding-error bounds, hence charges, rest on it, so a tighter one gives slightly less noise."""
+        rounding-error bounds, hence charges, rest on it, so a tighter one gives slightly less noise. ``ledger``:
+        an analyst's ``Account``, or a file where this kernel spends the whole budget as the analyst "owner";
+        ``journal`` receives each transcript entry (the served kernel's audit log)."""
         if not isinstance(budget, (PureDP, ZCDP)):
             raise TypeError("budget must be PureDP(epsilon) or ZCDP(rho)")
         if not 1 <= max_rows < EXACT / 2:
             raise ValueError(f"max_rows must be between 1 and 2^52, got {max_rows}")
         if table.count() > max_rows:
             raise ValueError(f"the table has more records than max_rows = {max_rows}: give a larger public bound")
-        self._max_rows, self._limits = float(max_rows), limits
+        self._max_rows, self._limits, self._journal = float(max_rows), limits, journal
         self._lock = threading.Lock()
         self._seeded = seed is not None
         self._noise = NoiseSource.seeded(seed) if seed is not None else NoiseSource()
@@ -104,7 +107,9 @@ class Kernel:
         self._graph = nx.DiGraph()
         self._transcript: list[dict[str, Any]] = []
         self._root = self._derive(None, _Table(table, tuple(range(len(table.domain))), None), "table", Fraction(1))
-        self._accountant = Accountant(budget, self._root, SqliteLedger(ledger, budget) if ledger else None)
+        if isinstance(ledger, (str, Path)):
+            ledger = SqliteLedger(ledger, budget).account("owner", budget.value)
+        self._accountant = Accountant(budget, self._root, ledger)
 
     # ---- entry points ------------------------------------------------------------------
     def handle_json(self, text: str | bytes) -> str:
@@ -140,6 +145,8 @@ class Kernel:
             entry["outcome"] = response.error if isinstance(response, p.ErrorInfo) else "ok"
             entry["seeded"] = self._seeded
             self._transcript.append(entry)
+            if self._journal is not None:
+                self._journal(entry)
             return response
 
     # ---- sources -----------------------------------------------------------------------
