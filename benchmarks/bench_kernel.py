@@ -9,7 +9,6 @@ out-of-process round trip under 5 ms for a small answer. (Vectorizing 10^7 rows:
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import main  # noqa: E402
 
 import ektelo_ng as ek  # noqa: E402
+from ektelo_ng.session import kernel_process  # noqa: E402
 from kernel.matrix import Identity, Kronecker  # noqa: E402
 from operators.matrices import Hierarchical, Prefix  # noqa: E402
 
@@ -61,14 +61,8 @@ def round_trip_out_of_process() -> dict:
         folder = Path(folder)
         (folder / "t.csv").write_text("v\n" + "\n".join(str(i % 16) for i in range(1000)) + "\n")
         (folder / "d.json").write_text('{"v": 16}')
-        server = subprocess.Popen(
-            [sys.executable, "-m", "ektelo_ng.cli", "kernel", "serve", "--table", str(folder / "t.csv"), "--domain",
-             str(folder / "d.json"), "--budget", "epsilon=1000000", "--listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE, text=True,
-        )
-        try:
-            address = server.stdout.readline().rsplit(" ", 1)[1].strip()
-            x = ek.connect(address).source.vectorize()
+        with kernel_process(folder / "t.csv", folder / "d.json", ek.PureDP(10**6)) as session:  # a unix socket
+            x = session.source.vectorize()
             M = Identity(16)
             x.laplace(M, 1)  # warm up
             times = []
@@ -76,8 +70,6 @@ def round_trip_out_of_process() -> dict:
                 start = time.perf_counter()
                 x.laplace(M, 1)
                 times.append(time.perf_counter() - start)
-        finally:
-            server.kill()
     return {"median_ms": round(1000 * float(np.median(times)), 3), "p95_ms": round(1000 * float(np.quantile(times, 0.95)), 3)}
 
 

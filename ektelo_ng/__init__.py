@@ -9,12 +9,12 @@ The front door. Typical use::
 
 from ektelo_ng import error, matrix, workload
 from ektelo_ng.session import connect, protect
-from operators.client import BudgetExceededError, Handle, KernelError, NoisyAnswer, Session
+from operators.client import AccessDeniedError, BudgetExceededError, Handle, KernelError, NoisyAnswer, Session
 from kernel.domain import Attribute, Domain
 from operators.predicates import attr
 from kernel.privacy import PureDP, ZCDP
 
 __all__ = [
-    "Attribute", "BudgetExceededError", "Domain", "Handle", "KernelError", "NoisyAnswer", "PureDP", "Session", "ZCDP",
-    "attr", "connect", "error", "matrix", "protect", "workload",
+    "AccessDeniedError", "Attribute", "BudgetExceededError", "Domain", "Handle", "KernelError", "NoisyAnswer",
+    "PureDP", "Session", "ZCDP", "attr", "connect", "error", "matrix", "protect", "workload",
 ]

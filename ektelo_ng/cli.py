@@ -41,8 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return int(args.run(args) or 0)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"ektelo-ng {args.command}: error: {error}", file=sys.stderr)
+    except (ValueError, OSError, KeyError, ImportError) as error:
+        print(f"ektelo-ng {args.command}: error: {error.args[0] if isinstance(error, KeyError) else error}",
+              file=sys.stderr)
         return 2
 
 

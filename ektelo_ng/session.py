@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
-from collections.abc import Mapping
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
 
+from gateway.credentials import Credential
+from gateway.owner import init_service
 from operators.client import Session, socket_transport
 from operators.domains import DomainLike, as_domain
 from kernel.domain import Domain
@@ -71,9 +77,44 @@ def protect(
     return Session(kernel.handle_json)
 
 
-def connect(address: str, timeout: float | None = None) -> Session:
-    """A session with a kernel served by another process (``ektelo-ng kernel serve``); this process holds no data."""
-    return Session(socket_transport(address, timeout))
+def connect(address: str | None = None, *, credential: str | Path | Credential | None = None,
+            timeout: float | None = None) -> Session:
+    """A session with a kernel served by another process (``ektelo-ng kernel serve``); this process holds no data.
+
+    ``credential``: the file the data owner gave you (``ektelo-ng kernel analysts add``), which also names the
+    address unless ``address`` is given; over TCP the session uses TLS and trusts only the service's CA.
+    """
+    if credential is not None and not isinstance(credential, Credential):
+        credential = Credential.read(credential)
+    address = address or (credential.address if credential is not None else None)
+    if address is None:
+        raise ValueError("give the kernel's address (HOST:PORT or unix:PATH), or a credential file that names it")
+    return Session(socket_transport(address, credential, timeout))
+
+
+@contextlib.contextmanager
+def kernel_process(table: str | Path, domain: str | Path, budget: PureDP | ZCDP, *options: str,
+                   timeout: float | None = None) -> Iterator[Session]:
+    """A session with a fresh kernel in a child process (``ektelo-ng kernel serve`` with ``options``) on a private
+    unix socket, in its own 0700 directory with one analyst holding the whole budget; stopped on exit. Only the
+    child reads the table: this process holds handles and noisy answers."""
+    with tempfile.TemporaryDirectory(prefix="ektelo-") as folder:
+        service = init_service(Path(folder) / "service", budget, tls=False)
+        credential = service.add_analyst("plan", budget.value, f"unix:{service.path / 'kernel.sock'}")
+        command = [sys.executable, "-m", "ektelo_ng.cli", "kernel", "serve", "--dir", str(service.path),
+                   "--table", str(table), "--domain", str(domain), *options]
+        errors = Path(folder) / "kernel.err"
+        with errors.open("w") as stderr:
+            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        try:
+            line = child.stdout.readline()
+            if "listening on" not in line:
+                child.wait()
+                raise ValueError(f"the kernel process did not start: {(line + errors.read_text()).strip()}")
+            yield connect(credential=credential, timeout=timeout)
+        finally:
+            child.kill()
+            child.wait()
 
 
 def read_columns(table, domain: Domain) -> dict[str, np.ndarray]:

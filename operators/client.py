@@ -11,6 +11,7 @@ socket out-of-process) and turns the response into Python values or a clear exce
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Annotated, Union
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
-from pydantic import Field, TypeAdapter
+from pydantic import Field, TypeAdapter, ValidationError
 
 from kernel import protocol as p
 from kernel.domain import Domain
@@ -30,7 +31,8 @@ from kernel.predicate import Predicate
 from kernel.privacy import PureDP, ZCDP
 from operators.privacy import zcdp_to_approx_dp
 from operators.specs import to_spec
-from kernel.server import tune_socket, parse_address, read_frame, write_frame
+from gateway.credentials import Credential
+from gateway.wire import Hello, Welcome, parse_address, read_frame, tune_socket, write_frame
 
 Transport = Callable[[str], str]
 
@@ -61,7 +63,18 @@ class InvalidRequestError(KernelError, ValueError):
     """The request was malformed or does not fit the source."""
 
 
-_ERRORS = {"budget_exceeded": BudgetExceededError, "unknown_source": UnknownSourceError}
+class AccessDeniedError(KernelError, PermissionError):
+    """The served kernel does not know this credential, or it was revoked; nothing was done."""
+
+
+_ERRORS = {"budget_exceeded": BudgetExceededError, "unknown_source": UnknownSourceError,
+           "unauthenticated": AccessDeniedError, "invalid_request": InvalidRequestError}
+
+
+def _error(reply: p.ErrorInfo) -> KernelError:
+    """The exception for a refusal (rate limits, timeouts and a busy server are plain KernelErrors)."""
+    return _ERRORS.get(reply.error, KernelError)(f"{reply.error}: {reply.message}" if reply.error not in _ERRORS
+                                                 else reply.message)
 
 
 @dataclass(frozen=True)
@@ -105,7 +118,7 @@ class Session:
     def request(self, message) -> object:
         reply = ResponseAdapter.validate_json(self._transport(message.model_dump_json()))
         if isinstance(reply, p.ErrorInfo):
-            raise _ERRORS.get(reply.error, InvalidRequestError)(reply.message)
+            raise _error(reply)
         return reply
 
     @property
@@ -290,21 +303,31 @@ def _answer(reply: p.Answer) -> NoisyAnswer:
     return NoisyAnswer(reply.values.array(), reply.noise, reply.scale, reply.grid, reply.charge, reply.seeded)
 
 
-def socket_transport(address: str, timeout: float | None = None) -> Callable[[str], str]:
-    """A transport that sends each request over one connection to a serving kernel."""
+def socket_transport(address: str, credential: Credential | None = None,
+                     timeout: float | None = None) -> Callable[[str], str]:
+    """A transport that sends each request over one connection to a serving kernel, opened with the analyst's
+    hello; over TCP it speaks TLS, trusting the CA in the credential."""
     family, where = parse_address(address)
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     sock.connect(where)
     tune_socket(sock)
+    if family != socket.AF_UNIX and credential is not None and credential.ca is not None:
+        sock = ssl.create_default_context(cadata=credential.ca).wrap_socket(sock, server_hostname=where[0])
     lock = threading.Lock()
 
     def send(text: str) -> str:
         with lock:
             write_frame(sock, text.encode("utf-8"))
-            reply = read_frame(sock)
+            reply = read_frame(sock, 1 << 40)
         if reply is None:
             raise ConnectionError(f"the kernel at {address} closed the connection")
         return reply.decode("utf-8")
 
+    if credential is not None:
+        reply = send(Hello(analyst=credential.analyst, token=credential.token).model_dump_json())
+        try:
+            Welcome.model_validate_json(reply)
+        except ValidationError:
+            raise _error(p.ErrorInfo.model_validate_json(reply)) from None
     return send

@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 
 from kernel.privacy import PureDP, ZCDP
-from kernel.server import make_server, read_frame, write_frame
+from gateway.server import make_server
+from gateway.wire import read_frame, write_frame
 from kernel.service import Kernel
 from kernel.limits import Limits
 from kernel.table import TableBackend, load_table
@@ -61,6 +62,19 @@ def ones(rows, cols) -> dict:
     return {"kind": "ones", "rows": rows, "cols": cols}
 
 
+class _OneKernel:
+    """A gate to one given kernel for analyst "a" (the served transport around the kernel under attack)."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+
+    def authenticate(self, analyst: str, token: str) -> bool:
+        return (analyst, token) == ("a", "t")
+
+    def handle(self, analyst: str, text: bytes) -> str:
+        return self.kernel.handle_json(text)
+
+
 class Analyst:
     """Sends JSON requests and returns JSON replies, in process or over a socket."""
 
@@ -68,10 +82,11 @@ class Analyst:
         self.kernel = kernel
         self._server = None
         if remote:
-            self._server = make_server(kernel, "unix:" + _socket_path())
+            self._server = make_server(_OneKernel(kernel), "unix:" + _socket_path())
             threading.Thread(target=self._server.serve_forever, daemon=True).start()
             self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self._sock.connect(self._server.server_address)
+            assert self.send({"op": "hello", "analyst": "a", "token": "t"})["kind"] == "welcome"
 
     def send(self, request: dict) -> dict:
         text = json.dumps(request)

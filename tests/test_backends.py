@@ -6,7 +6,6 @@ and kept out of the default run (``python -m pytest -m spark``); both engines ar
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from fractions import Fraction
 
@@ -16,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ektelo_ng as ek
-from ektelo_ng.session import open_table
+from ektelo_ng.session import kernel_process, open_table
 from kernel.domain import Domain
 from kernel.matrix import Identity, Ones
 from kernel.predicate import And, Between, Compare, In, Not, Or
@@ -269,25 +268,16 @@ def test_missing_engines_say_which_extra_to_install(monkeypatch, tmp_path, capsy
         ek.protect("t.parquet", SMALL, ek.PureDP(1), backend="spark")
     (tmp_path / "domain.json").write_text(SMALL.model_dump_json())
     (tmp_path / "t.parquet").write_bytes(b"")
+    assert main(["kernel", "init", str(tmp_path / "service"), "--budget", "epsilon=1", "--no-tls"]) == 0
     serve = ["kernel", "serve", "--table", str(tmp_path / "t.parquet"), "--domain", str(tmp_path / "domain.json"),
-             "--budget", "epsilon=1", "--backend", "duckdb"]
+             "--dir", str(tmp_path / "service"), "--backend", "duckdb"]
     assert main(serve) == 2 and 'pip install "ektelo-ng[duckdb]"' in capsys.readouterr().err
 
 
 def serve(table, domain_file, *extra):
-    command = [sys.executable, "-m", "ektelo_ng.cli", "kernel", "serve", "--table", str(table), "--domain",
-               str(domain_file), "--budget", "epsilon=1", "--seed", "5", "--listen", "127.0.0.1:0", *extra]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = process.stdout.readline()
-    if "listening on" not in line:
-        process.kill()
-        raise AssertionError(f"kernel did not start: {line!r} {process.stderr.read()}")
-    try:
-        x = ek.connect(line.rsplit(" ", 1)[1].strip(), timeout=120).source.where(attr("age") > 1).project(["age"]).vectorize()
+    with kernel_process(table, domain_file, ek.PureDP(1), "--seed", "5", *extra, timeout=120) as session:
+        x = session.source.where(attr("age") > 1).project(["age"]).vectorize()
         return x.laplace(Identity(6), "1/2").values
-    finally:
-        process.kill()
-        process.wait(timeout=30)
 
 
 def test_kernel_serve_with_the_duckdb_backend(files):

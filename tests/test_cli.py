@@ -19,7 +19,7 @@ def test_version_and_help(capsys):
 @pytest.mark.parametrize(
     "command",
     [["error"], ["select"], ["select", "hdmm"], ["select", "residual-planner"], ["select", "query-smasher"],
-     ["run"], ["kernel"], ["kernel", "serve"]],
+     ["run"], ["kernel"], ["kernel", "serve"], ["kernel", "init"], ["kernel", "analysts", "add"], ["kernel", "audit"]],
 )
 def test_every_command_explains_itself(command, capsys):
     with pytest.raises(SystemExit) as done:
@@ -59,7 +59,8 @@ def test_bad_arguments_exit_2_with_a_message(capsys):
     assert "unknown workload" in capsys.readouterr().err
     assert main(["select", "residual-planner", "--domain", "10x0"]) == 2
     assert main(["select", "residual-planner", "--budget", "pcost"]) == 2
-    assert main(["kernel", "serve", "--table", "missing.csv", "--domain", "missing.json", "--budget", "epsilon=1"]) == 2
+    assert main(["kernel", "serve", "--table", "missing.csv", "--domain", "missing.json", "--dir", "missing"]) == 2
+    assert "kernel init" in capsys.readouterr().err
 
 
 def test_demo_runs_every_one_dimensional_plan_with_exactly_its_budget(capsys):

@@ -29,3 +29,14 @@ def test_client_code_imports_no_private_kernel_names():
                 private = [n.split(" as ")[0].strip() for n in names.strip("()").split(",")
                            if n.strip().startswith("_") and not n.strip().startswith("__")]
                 assert not private, f"{path} imports private kernel names {private}"
+
+
+def test_the_gateway_sits_between_the_client_operators_and_the_kernel():
+    """gateway/ imports only the kernel's public names and itself: it passes request text to kernels, and the
+    privacy argument never depends on it (kernel/README.md)."""
+    upward = re.compile(r"^\s*(from|import)\s+(operators|plans|ektelo_ng)\b", re.M)
+    private = re.compile(r"from kernel[\w.]* import [^\n]*\b_[a-z]\w*")
+    for path in sorted((KERNEL.parent / "gateway").rglob("*.py")):
+        text = path.read_text()
+        assert not upward.search(text), f"{path} imports a layer above the gateway"
+        assert not private.search(text), f"{path} imports a private kernel name"

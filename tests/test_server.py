@@ -1,91 +1,240 @@
-"""Out-of-process mode: a real kernel process, isolation of the data, and crash safety of the ledger."""
+"""The served kernel as separate processes: the owner's commands, analysts racing from their own processes, a
+kill -9 and restart, and ``ektelo-ng run`` keeping the data out of the plan's process (issue 16)."""
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 from fractions import Fraction
+from pathlib import Path
 
-import numpy as np
 import pytest
 
 import ektelo_ng as ek
-from kernel.matrix import Identity
-from kernel.service import Kernel
-from kernel.table import TableBackend
+from ektelo_ng.cli import main
+from gateway.owner import ServiceDirectory, init_service
+from operators.privacy import zcdp_to_approx_dp
+from tests.served import cli, start_server, write_table
+
+ANALYSTS = {"ann": "1/4", "ben": "1/4", "cat": "1/8", "dan": "3/8"}
 
 
 @pytest.fixture()
-def files(tmp_path):
-    rng = np.random.default_rng(0)
-    rows = ["age,zone"] + [f"{a},{z}" for a, z in zip(rng.integers(0, 6, 300), rng.integers(0, 4, 300))]
-    (tmp_path / "data.csv").write_text("\n".join(rows) + "\n")
-    (tmp_path / "domain.json").write_text(json.dumps({"age": 6, "zone": 4}))
-    return tmp_path
+def deployment():
+    """A table and a service directory (no TLS: these tests use the unix socket) with four analysts."""
+    with tempfile.TemporaryDirectory(prefix="ek-", dir="/tmp") as name:
+        folder = Path(name)
+        write_table(folder)
+        service = init_service(folder / "svc", ek.PureDP(1), tls=False)  # as `kernel init`, `analysts add` do
+        for analyst, share in ANALYSTS.items():
+            service.add_analyst(analyst, Fraction(share), f"unix:{folder / 'svc' / 'kernel.sock'}")
+        yield folder
 
 
-def serve(files, *extra):
-    command = [sys.executable, "-m", "ektelo_ng.cli", "kernel", "serve", "--table", str(files / "data.csv"),
-               "--domain", str(files / "domain.json"), "--budget", "epsilon=1", "--listen", "127.0.0.1:0", *extra]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = process.stdout.readline()
-    if "listening on" not in line:
-        process.kill()
-        raise AssertionError(f"kernel did not start: {line!r} {process.stderr.read()}")
-    return process, line.rsplit(" ", 1)[1].strip()
+def credential(folder: Path, analyst: str) -> Path:
+    return folder / "svc" / "credentials" / f"{analyst}.json"
 
 
-def stop(process):
-    process.kill()
-    process.wait(timeout=10)
+def spent(folder: Path) -> dict[str, Fraction]:
+    return {s.analyst: s.spent for s in ServiceDirectory(folder / "svc").ledger().shares()}
 
 
-def test_remote_session_answers_and_the_client_holds_no_data(files):
-    process, address = serve(files)
+_RACER = """
+import sys, ektelo_ng as ek
+s = ek.connect(credential=sys.argv[1], timeout=60)
+x = s.source.vectorize()
+answers = 0
+while True:
     try:
-        s = ek.connect(address, timeout=30)
-        x = s.source.vectorize()
-        answer = x.laplace(Identity(x.size), Fraction(1, 2))
-        assert answer.values.shape == (24,) and s.budget.spent == ek.PureDP("1/2")
-        gc.collect()
-        assert not any(isinstance(o, (Kernel, TableBackend)) for o in gc.get_objects())
+        x.noisy_count("1/64")
+        answers += 1
+    except ek.BudgetExceededError:
+        break
+print(answers)
+"""
+
+
+def test_eight_analyst_processes_racing_never_overspend_a_share(deployment):
+    server, _ = start_server(deployment, deployment / "svc", "--rate", "100000")
+    try:
+        racers = [subprocess.Popen([sys.executable, "-c", _RACER, str(credential(deployment, analyst))],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                  for analyst in ANALYSTS for _ in range(2)]
+        outputs = [racer.communicate(timeout=240) for racer in racers]
     finally:
-        stop(process)
+        server.kill()
+        server.wait()
+    assert all(racer.returncode == 0 for racer in racers), [err for _, err in outputs]
+    answers = [int(out) for out, _ in outputs]
+    for i, (analyst, share) in enumerate(ANALYSTS.items()):
+        assert answers[2 * i] + answers[2 * i + 1] == Fraction(share) * 64  # every charge of 1/64 made, none more
+    assert spent(deployment) == {analyst: Fraction(share) for analyst, share in ANALYSTS.items()}
 
 
-def test_a_killed_kernel_restarts_with_its_spent_budget(files):
-    ledger = files / "ledger.sqlite"
-    process, address = serve(files, "--ledger", str(ledger))
+_ADDER = """
+import sys
+from fractions import Fraction
+from gateway.owner import ServiceDirectory, init_service
+try:
+    ServiceDirectory(__import__("pathlib").Path(sys.argv[1])).add_analyst(sys.argv[2], Fraction(1, 3))
+    print("added")
+except ValueError as error:
+    print("refused")
+"""
+
+
+def test_owners_adding_analysts_at_once_never_give_away_more_than_the_total(tmp_path):
+    cli("kernel", "init", str(tmp_path / "svc"), "--budget", "epsilon=1", "--no-tls")
+    adders = [subprocess.Popen([sys.executable, "-c", _ADDER, str(tmp_path / "svc"), f"a{i}"], stdout=subprocess.PIPE,
+                               text=True) for i in range(8)]
+    outcomes = [adder.communicate(timeout=120)[0].strip() for adder in adders]
+    assert sorted(outcomes) == ["added"] * 3 + ["refused"] * 5
+    shares = ServiceDirectory(tmp_path / "svc").ledger().shares()
+    assert len(shares) == 3 and sorted(p.name for p in (tmp_path / "svc" / "credentials").iterdir()) == sorted(
+        f"{s.analyst}.json" for s in shares)  # a refused analyst leaves no credential behind
+
+
+def test_a_killed_kernel_restarts_with_every_shares_spend(deployment):
+    server, _ = start_server(deployment, deployment / "svc")
     try:
-        x = ek.connect(address, timeout=30).source.vectorize()
-        x.laplace(Identity(x.size), Fraction(3, 10))
+        for analyst, epsilon in [("ann", "1/8"), ("ben", "1/4"), ("dan", "1/16")]:
+            x = ek.connect(credential=credential(deployment, analyst), timeout=30).source.vectorize()
+            x.noisy_count(epsilon)
     finally:
-        os.kill(process.pid, signal.SIGKILL)  # crash right after the answer
-        process.wait(timeout=10)
-    process, address = serve(files, "--ledger", str(ledger))
+        os.kill(server.pid, signal.SIGKILL)  # crash right after the answers
+        server.wait(timeout=10)
+    expected = {"ann": Fraction(1, 8), "ben": Fraction(1, 4), "cat": Fraction(0), "dan": Fraction(1, 16)}
+    assert spent(deployment) == expected
+    server, _ = start_server(deployment, deployment / "svc")
     try:
-        s = ek.connect(address, timeout=30)
-        assert s.budget.spent == ek.PureDP("3/10")
-        x = s.source.vectorize()
+        sessions = {a: ek.connect(credential=credential(deployment, a), timeout=30) for a in ANALYSTS}
+        assert {a: s.budget.spent.value for a, s in sessions.items()} == expected
         with pytest.raises(ek.BudgetExceededError):
-            x.laplace(Identity(x.size), Fraction(8, 10))
-        x.laplace(Identity(x.size), Fraction(7, 10))
-        assert s.budget.remaining == ek.PureDP.zero()
+            sessions["ben"].source.vectorize().noisy_count("1/64")
+        sessions["ann"].source.vectorize().noisy_count("1/8")
+        assert sessions["ann"].budget.remaining == ek.PureDP.zero()
     finally:
-        stop(process)
+        server.kill()
+        server.wait()
 
 
-def test_a_ledger_cannot_be_reopened_with_another_budget(files):
-    ledger = files / "ledger.sqlite"
-    ek.protect({"age": [1], "zone": [2]}, ek.Domain.from_dict({"age": 6, "zone": 4}), ek.PureDP(1), ledger=ledger)
-    with pytest.raises(ValueError, match="was created for"):
-        ek.protect({"age": [1], "zone": [2]}, ek.Domain.from_dict({"age": 6, "zone": 4}), ek.PureDP(2), ledger=ledger)
+def test_the_owner_sees_every_share_and_the_audit_trail(deployment):
+    server, _ = start_server(deployment, deployment / "svc")
+    try:
+        ek.connect(credential=credential(deployment, "cat"), timeout=30).source.vectorize().noisy_count("1/16")
+        with pytest.raises(ek.AccessDeniedError):
+            ek.connect(f"unix:{deployment / 'svc' / 'kernel.sock'}", timeout=30).budget
+        cli("kernel", "analysts", "revoke", "dan", "--dir", str(deployment / "svc"))
+        with pytest.raises(ek.AccessDeniedError, match="revoked"):
+            ek.connect(credential=credential(deployment, "dan"), timeout=30)
+    finally:
+        server.kill()
+        server.wait()
+    listing = json.loads(cli("kernel", "analysts", "list", "--json", "--dir", str(deployment / "svc")).stdout)
+    rows = {row["analyst"]: row for row in listing["analysts"]}
+    assert rows["cat"]["spent"] == "1/16" and rows["dan"]["status"] == "revoked"
+    assert listing["table"]["allocated"] == "5/8"  # dan's unspent 3/8 is free again
+    audit = cli("kernel", "audit", "--json", "--dir", str(deployment / "svc")).stdout.splitlines()
+    outcomes = [(e["analyst"], e["op"], e["outcome"]) for e in map(json.loads, audit)]
+    assert ("cat", "noisy_count", "ok") in outcomes and ("dan", "hello", "unauthenticated") in outcomes
+
+
+def test_zcdp_shares_are_shown_as_epsilon_delta(tmp_path):
+    cli("kernel", "init", str(tmp_path / "svc"), "--budget", "rho=1/2", "--no-tls")
+    cli("kernel", "analysts", "add", "ann", "--budget", "rho=1/8", "--dir", str(tmp_path / "svc"))
+    listing = json.loads(cli("kernel", "analysts", "list", "--json", "--delta", "1e-6", "--dir",
+                             str(tmp_path / "svc")).stdout)
+    ann = listing["analysts"][0]["epsilon_at_delta"]
+    assert listing["table"]["delta"] == 1e-6
+    assert ann == pytest.approx(zcdp_to_approx_dp(ek.ZCDP("1/8"), 1e-6))
+    assert listing["table"]["epsilon_at_delta"] == pytest.approx(zcdp_to_approx_dp(ek.ZCDP("1/2"), 1e-6))
+    refused = cli("kernel", "analysts", "add", "ben", "--budget", "epsilon=1", "--dir", str(tmp_path / "svc"),
+                  check=False)
+    assert refused.returncode == 2 and "rho=VALUE" in refused.stderr
+
+
+def test_serving_beyond_loopback_without_tls_is_refused(deployment):
+    done = cli("kernel", "serve", "--dir", str(deployment / "svc"), "--table", str(deployment / "data.csv"),
+               "--domain", str(deployment / "domain.json"), "--listen", "0.0.0.0:0", check=False)
+    assert done.returncode == 2 and "without TLS" in done.stderr
+
+
+_NOSY_PLAN = """
+import gc
+from kernel.service import Kernel
+from kernel.table import TableBackend
+from kernel.matrix import Identity
+
+
+def plan(source, workload, budget):
+    gc.collect()
+    held = [type(o).__name__ for o in gc.get_objects() if isinstance(o, (Kernel, TableBackend))]
+    open(__file__ + ".held", "w").write(repr(held))
+    x = source.vectorize()
+    return x.laplace(Identity(x.size), budget.epsilon).values
+"""
+
+
+@pytest.mark.parametrize("in_process", [False, True])
+def test_run_keeps_the_data_out_of_the_plans_process_unless_asked(tmp_path, in_process):
+    write_table(tmp_path)
+    (tmp_path / "nosy.py").write_text(_NOSY_PLAN)
+    assert main(["run", str(tmp_path / "nosy.py"), "--table", str(tmp_path / "data.csv"), "--domain",
+                 str(tmp_path / "domain.json"), "--budget", "epsilon=1", "--out", str(tmp_path / "out.json"),
+                 *(["--in-process"] if in_process else [])]) == 0
+    held = (tmp_path / "nosy.py.held").read_text()
+    assert (held == "[]") is not in_process, held
+    assert json.loads((tmp_path / "out.json").read_text())["budget_spent"] == "1"
 
 
 def test_bad_addresses_are_explained():
     with pytest.raises(ValueError, match="HOST:PORT or unix:PATH"):
         ek.connect("localhost")
+    with pytest.raises(ValueError, match="credential file"):
+        ek.connect()
+
+
+def test_an_in_process_ledger_cannot_be_reopened_with_another_budget(tmp_path):
+    domain = ek.Domain.from_dict({"age": 6, "zone": 4})
+    ek.protect({"age": [1], "zone": [2]}, domain, ek.PureDP(1), ledger=tmp_path / "ledger.sqlite")
+    with pytest.raises(ValueError, match="was created for"):
+        ek.protect({"age": [1], "zone": [2]}, domain, ek.PureDP(2), ledger=tmp_path / "ledger.sqlite")
+
+
+def test_the_readmes_five_deployment_commands_work(tmp_path):
+    """README and docs/service.md deploy in five commands; run them with this machine's names and paths."""
+    pytest.importorskip("cryptography")
+    write_table(tmp_path)
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    block = text.split("```bash\n")[2].split("```")[0]
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip() and line[0] != "#"]
+    assert [c.split()[:3] for c in commands] == [
+        ["ektelo-ng", "kernel", "init"], ["ektelo-ng", "kernel", "analysts"], ["ektelo-ng", "kernel", "serve"],
+        ["python3", "-c", '"import']] + [["ektelo-ng", "kernel", "audit"]]
+
+    def local(command: str) -> list[str]:
+        command = (command.replace("/srv/census", str(tmp_path / "census"))
+                   .replace("kernel.example.org", "127.0.0.1").replace("0.0.0.0:7373", "127.0.0.1:0")
+                   .replace("people.csv", str(tmp_path / "data.csv")).replace("domain.json", str(tmp_path / "domain.json"))
+                   .replace("alice.json", str(tmp_path / "census" / "credentials" / "alice.json")))
+        return command.split()
+
+    cli(*local(commands[0])[1:])
+    cli(*local(commands[1])[1:])
+    server, address = start_server(tmp_path, tmp_path / "census", *local(commands[2])[-2:])
+    try:
+        alice = ek.connect(address, credential=tmp_path / "census" / "credentials" / "alice.json", timeout=30)
+        assert alice.budget.total == ek.PureDP(1)
+        connect_line = commands[3].split('"')[1].replace("credential='alice.json'", f"'{address}', credential="
+                                                         f"'{tmp_path / 'census' / 'credentials' / 'alice.json'}'")
+        done = subprocess.run([sys.executable, "-c", connect_line], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "epsilon=Fraction(1, 1)" in done.stdout, done.stderr
+    finally:
+        server.kill()
+        server.wait()
+    audit = cli(*local(commands[4])[1:])
+    assert "alice" in audit.stdout and "budget" in audit.stdout

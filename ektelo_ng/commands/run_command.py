@@ -1,4 +1,8 @@
-"""``ektelo-ng run PLAN.py``: run an analyst's plan script against a fresh kernel and report what it did."""
+"""``ektelo-ng run PLAN.py``: run an analyst's plan script against a fresh kernel and report what it did.
+
+By default the kernel is a separate process (``ektelo-ng kernel serve`` on a private unix socket) that alone
+loads the table; the script's process holds only handles and noisy answers (docs/service.md).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from ektelo_ng.commands.kernel_command import parse_budget, read_domain
-from ektelo_ng.session import connect, protect
+from ektelo_ng.session import connect, kernel_process, protect
+from kernel.privacy import PureDP, ZCDP
+from operators.client import Session
 from ektelo_ng.workload_spec import HELP, parse_workload
 
 
@@ -22,14 +28,18 @@ def register(subcommands) -> None:
         help="run a plan script against a fresh kernel",
         description=(
             "Load PLAN.py, which defines plan(source, workload, budget) returning an estimate of the data vector, "
-            "protect the table in a fresh kernel (or connect to a served one), run the plan, and print its answers, "
-            "the budget spent and the lineage of what it derived."
+            "protect the table in a fresh kernel process (or connect to a served one), run the plan, and print its "
+            "answers, the budget spent and the lineage of what it derived. The plan's process never holds the data "
+            "unless --in-process is given."
         ),
     )
     parser.add_argument("plan", type=Path, help="Python file defining plan(source, workload, budget)")
     parser.add_argument("--table", type=Path, help="CSV table (with --domain)")
     parser.add_argument("--domain", type=Path, help='JSON domain: {"attribute": size or [labels], ...}')
     parser.add_argument("--connect", help="use a kernel served at HOST:PORT or unix:PATH instead of --table")
+    parser.add_argument("--credential", type=Path, help="with --connect: your credential file from the data owner")
+    parser.add_argument("--in-process", action="store_true",
+                        help="load the table into this process (faster start; only for plans you trust)")
     parser.add_argument("--budget", required=True, help="epsilon=VALUE (pure DP) or rho=VALUE (zCDP)")
     parser.add_argument("--workload", help=f"optional {HELP}; answers are W @ estimate")
     parser.add_argument("--seed", type=int, help="reproducible (non-secure) noise, flagged in every answer")
@@ -52,12 +62,18 @@ def load_plan(path: Path):
 def run(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
     budget = parse_budget(args.budget)
-    if args.connect:
-        session = connect(args.connect)
-    elif args.table and args.domain:
-        session = protect(args.table, read_domain(args.domain), budget, seed=args.seed)
-    else:
-        raise ValueError("give --table and --domain, or --connect ADDRESS")
+    if args.connect or args.credential:
+        return _report(args, plan, budget, connect(args.connect, credential=args.credential))
+    if not (args.table and args.domain):
+        raise ValueError("give --table and --domain, or --connect ADDRESS with --credential FILE")
+    if args.in_process:
+        return _report(args, plan, budget, protect(args.table, read_domain(args.domain), budget, seed=args.seed))
+    seed = ["--seed", str(args.seed)] if args.seed is not None else []
+    with kernel_process(args.table, args.domain, budget, *seed) as session:
+        return _report(args, plan, budget, session)
+
+
+def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Session) -> int:
     workload = parse_workload(args.workload) if args.workload else None
     estimate = plan(session.source, workload, budget)
     estimate = np.asarray(getattr(estimate, "x", estimate), dtype=float)

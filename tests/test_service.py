@@ -1,0 +1,305 @@
+"""The served kernel under attack by its own analysts, speaking the wire protocol by hand over real sockets (a
+unix socket and TCP with TLS): credentials, isolation between analysts, shares, transport and limits (issue 16).
+
+Every refusal must change nothing: the ledger, the other analysts' state and the answering analyst's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import ssl
+import stat
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from ektelo_ng.commands.kernel_command import read_domain
+from ektelo_ng.session import open_table
+from gateway.audit import AuditLog, read_audit
+from gateway.credentials import Credential
+from gateway.gatekeeper import Gatekeeper, Rate
+from gateway.owner import ServiceDirectory, init_service
+from gateway.server import ServerLimits, make_server
+from kernel.privacy import PureDP
+from tests.served import Raw, write_table
+
+pytest.importorskip("cryptography")
+
+IDENTITY = {"kind": "identity", "n": 24}
+
+
+@dataclass
+class Service:
+    directory: ServiceDirectory
+    address: str
+    credentials: dict[str, Credential]
+    gate: Gatekeeper
+
+    def analyst(self, name: str) -> Raw:
+        return Raw.signed_in(self.address, self.credentials[name])
+
+    def raw(self) -> Raw:
+        return Raw(self.address, None if self.address.startswith("unix:") else self.credentials["alice"].ca)
+
+    def spent(self) -> dict[str, Fraction]:
+        return {s.analyst: s.spent for s in self.directory.ledger().shares()}
+
+    def audit(self) -> list[dict]:
+        return list(read_audit(self.directory.audit_path))
+
+
+def serving(gate, address: str, tls=None, limits: ServerLimits = ServerLimits()):
+    server = make_server(gate, address, tls=tls, limits=limits)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    where = server.server_address
+    return server, f"unix:{where}" if isinstance(where, str) else f"{where[0]}:{where[1]}"
+
+
+@pytest.fixture(scope="module")
+def folder():
+    with tempfile.TemporaryDirectory(prefix="ek-", dir="/tmp") as name:  # short: unix socket paths are limited
+        yield Path(name)
+
+
+_count = iter(range(10**6))
+
+
+@contextlib.contextmanager
+def running(folder: Path, transport: str, limits: ServerLimits = ServerLimits(), rate: Rate | None = None):
+    """A served table with analysts alice (share 1), bob (1/2) and carol (1/4) of a total of 2, shut down on exit."""
+    where = folder / f"s{next(_count)}"
+    where.mkdir()
+    table, domain = write_table(where)
+    directory = init_service(where / "service", PureDP(2), hosts=["127.0.0.1"])
+    credentials = {name: Credential.read(directory.add_analyst(name, Fraction(share)))
+                   for name, share in [("alice", 1), ("bob", "1/2"), ("carol", "1/4")]}
+    gate = Gatekeeper(open_table(table, read_domain(domain)), directory.ledger(),
+                      audit=AuditLog(directory.audit_path), rate=rate)
+    if transport == "unix":
+        server, address = serving(gate, f"unix:{where / 'k.sock'}", limits=limits)
+    else:
+        server, address = serving(gate, "127.0.0.1:0", tls=directory.server_context(), limits=limits)
+    try:
+        yield Service(directory, address, credentials, gate)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(params=["unix", "tls"])
+def service(request, folder):
+    with running(folder, request.param) as service:
+        yield service
+
+
+def measure(raw: Raw, epsilon: str = "1/8") -> dict:
+    vector = raw.send({"op": "vectorize", "source": raw.send({"op": "root"})["source"]})["source"]
+    return raw.send({"op": "laplace", "source": vector, "matrix": IDENTITY, "epsilon": epsilon})
+
+
+# ---- credentials -----------------------------------------------------------------------------------------------
+def test_a_request_without_a_hello_is_refused_and_changes_nothing(service):
+    raw = service.raw()
+    reply = raw.send({"op": "noisy_count", "source": "0" * 32, "epsilon": "1"})
+    assert reply["kind"] == "error" and reply["error"] == "unauthenticated" and "credential" in reply["message"]
+    assert raw.send({"op": "budget"}) is None  # and the connection is closed
+    assert set(service.spent().values()) == {0}
+
+
+@pytest.mark.parametrize("hello", [
+    {"op": "hello", "analyst": "alice", "token": "guess"},
+    {"op": "hello", "analyst": "mallory", "token": "guess"},
+    {"op": "hello", "analyst": "alice"},
+    {"op": "hello", "analyst": "alice", "token": "x" * 10_000},
+])
+def test_a_wrong_or_unknown_credential_is_refused_and_audited(service, hello):
+    raw = service.raw()
+    reply = raw.send(hello)
+    assert reply["error"] == "unauthenticated"
+    assert raw.send({"op": "budget"}) is None
+    assert set(service.spent().values()) == {0}
+
+
+def test_another_analysts_token_does_not_open_a_session(service):
+    raw = service.raw()
+    reply = raw.send({"op": "hello", "analyst": "alice", "token": service.credentials["bob"].token})
+    assert reply["error"] == "unauthenticated"
+    assert [e["outcome"] for e in service.audit() if e["analyst"] == "alice"] == ["unauthenticated"]
+
+
+def test_revocation_stops_an_open_session_at_its_next_request(service):
+    alice = service.analyst("alice")
+    assert measure(alice)["kind"] == "answer"
+    vector = alice.send({"op": "vectorize", "source": alice.send({"op": "root"})["source"]})["source"]
+    service.directory.ledger().revoke("alice")  # the owner, from another connection to the ledger
+    reply = alice.send({"op": "laplace", "source": vector, "matrix": IDENTITY, "epsilon": "1/8"})
+    assert reply["error"] == "unauthenticated" and "revoked" in reply["message"]
+    assert service.spent()["alice"] == Fraction(1, 8)
+    assert service.raw().send({"op": "hello", "analyst": "alice", "token": service.credentials["alice"].token})[
+        "error"] == "unauthenticated"
+    assert service.directory.ledger().shares("alice")[0].revoked
+
+
+def test_a_charge_racing_a_revocation_is_refused_by_the_ledger(service):
+    """The gate's check and the charge are not atomic; the ledger's transaction is the last word."""
+    ledger = service.directory.ledger()
+    account = ledger.account("bob")
+    ledger.revoke("bob")
+    with pytest.raises(Exception, match="not active"):
+        account.commit(Fraction(1, 100), "laplace")
+    assert service.spent()["bob"] == 0
+
+
+# ---- isolation -------------------------------------------------------------------------------------------------
+def test_an_analyst_cannot_see_or_measure_another_analysts_sources(service):
+    alice, bob = service.analyst("alice"), service.analyst("bob")
+    root = alice.send({"op": "root"})["source"]
+    vector = alice.send({"op": "vectorize", "source": root})["source"]
+    for request in ({"op": "describe", "source": vector}, {"op": "noisy_count", "source": vector, "epsilon": "1/4"},
+                    {"op": "laplace", "source": vector, "matrix": IDENTITY, "epsilon": "1/4"},
+                    {"op": "vectorize", "source": root}, {"op": "release", "source": vector}):
+        assert bob.send(request)["error"] == "unknown_source"
+    assert alice.send({"op": "describe", "source": vector})["kind"] == "source"  # alice's own is untouched
+    bob_root = bob.send({"op": "root"})["source"]
+    assert bob_root != root
+    nodes = {node["id"] for node in bob.send({"op": "lineage"})["graph"]["nodes"]}
+    assert nodes == {bob_root}
+    assert {e["op"] for e in bob.send({"op": "transcript"})["entries"]} <= {"describe", "noisy_count", "laplace",
+                                                                             "vectorize", "release", "root", "lineage"}
+    assert len(bob.send({"op": "transcript"})["entries"]) == 8  # bob's own requests only (alice made 3)
+    assert service.spent() == {"alice": 0, "bob": 0, "carol": 0}
+
+
+def test_each_analyst_sees_only_its_own_share_and_spend(service):
+    alice, bob = service.analyst("alice"), service.analyst("bob")
+    measure(alice, "1/4")
+    budget = bob.send({"op": "budget"})
+    assert (budget["total"]["epsilon"], budget["spent"]["epsilon"], budget["remaining"]["epsilon"]) == ("1/2", "0", "1/2")
+    assert alice.send({"op": "budget"})["spent"]["epsilon"] == "1/4"
+
+
+def test_an_analyst_cannot_spend_beyond_its_share_even_with_several_connections(service):
+    sessions = [service.analyst("carol") for _ in range(3)]
+    replies = [measure(raw, "1/8")["kind"] for raw in sessions]
+    assert replies == ["answer", "answer", "error"]  # 1/4 = two charges of 1/8
+    assert service.spent()["carol"] == Fraction(1, 4)
+
+
+def test_the_audit_log_names_who_asked_what_and_what_was_charged(service):
+    measure(service.analyst("alice"), "1/8")
+    service.raw().send({"op": "hello", "analyst": "bob", "token": "wrong"})
+    entries = service.audit()
+    assert [(e["analyst"], e["op"], e["outcome"], e["charge"]) for e in entries] == [
+        ("alice", "root", "ok", None), ("alice", "vectorize", "ok", None), ("alice", "laplace", "ok", "1/8"),
+        ("bob", "hello", "unauthenticated", None)]
+    assert stat.S_IMODE(os.stat(service.directory.audit_path).st_mode) == 0o600
+    assert "base64" not in service.directory.audit_path.read_text()
+
+
+# ---- transport -------------------------------------------------------------------------------------------------
+def test_the_unix_socket_is_private_whatever_the_umask(folder):
+    previous = os.umask(0)
+    try:
+        with running(folder, "unix") as service:
+            assert stat.S_IMODE(os.stat(service.address[len("unix:"):]).st_mode) == 0o600
+    finally:
+        os.umask(previous)
+
+
+def test_a_regular_file_is_never_replaced_by_the_socket(folder):
+    victim = folder / "precious.txt"
+    victim.write_text("keep me")
+    with pytest.raises(ValueError, match="not a socket"):
+        make_server(None, f"unix:{victim}")
+    assert victim.read_text() == "keep me"
+
+
+def test_listening_beyond_loopback_without_tls_is_refused_with_the_reason():
+    for host in ("0.0.0.0", "192.0.2.1"):
+        with pytest.raises(ValueError, match="without TLS"):
+            make_server(None, f"{host}:0")
+
+
+def test_tls_refuses_plain_text_and_an_unknown_ca(folder):
+    with running(folder, "tls") as service:
+        plain = Raw(service.address)
+        assert plain.send({"op": "hello", "analyst": "alice", "token": service.credentials["alice"].token}) is None
+        other = init_service(folder / "other-ca", PureDP(1), hosts=["127.0.0.1"])
+        with pytest.raises(ssl.SSLCertVerificationError):
+            Raw(service.address, (other.tls / "ca.pem").read_text())
+        assert set(service.spent().values()) == {0}
+
+
+# ---- limits ----------------------------------------------------------------------------------------------------
+def test_an_oversized_frame_is_refused_before_it_is_read(folder):
+    with running(folder, "unix", ServerLimits(frame=4096)) as service:
+        alice = service.analyst("alice")
+        reply = alice.announce(1 << 30)
+        assert reply["error"] == "invalid_request" and "limit of 4096" in reply["message"]
+        assert alice.receive() is None
+        huge = service.raw().announce(1 << 20)  # before the hello too
+        assert huge["error"] == "unauthenticated"
+
+
+def test_connections_beyond_the_limit_are_told_the_server_is_busy(folder):
+    with running(folder, "unix", ServerLimits(connections=2)) as service:
+        first, second = service.analyst("alice"), service.analyst("bob")
+        third = service.raw()
+        assert third.receive()["error"] == "busy"
+        first.close()
+        for _ in range(100):  # the slot is freed once the server sees the close
+            time.sleep(0.02)
+            late = service.raw()
+            reply = late.send({"op": "hello", "analyst": "carol", "token": service.credentials["carol"].token})
+            if reply["kind"] == "welcome":
+                break
+        assert reply["kind"] == "welcome"
+        assert second.send({"op": "budget"})["kind"] == "budget"
+
+
+def test_a_silent_connection_is_dropped_after_the_hello_time(folder):
+    with running(folder, "unix", ServerLimits(hello_seconds=0.2)) as service:
+        raw = service.raw()
+        time.sleep(0.5)
+        assert raw.send({"op": "hello", "analyst": "alice", "token": service.credentials["alice"].token}) is None
+
+
+def test_an_analyst_over_its_rate_is_refused_and_nothing_changes(folder):
+    with running(folder, "unix", rate=Rate(per_second=0.001, burst=3)) as service:
+        alice, bob = service.analyst("alice"), service.analyst("bob")
+        root = alice.send({"op": "root"})["source"]
+        vector = alice.send({"op": "vectorize", "source": root})["source"]
+        assert alice.send({"op": "noisy_count", "source": vector, "epsilon": "1/8"})["kind"] == "answer"
+        reply = alice.send({"op": "noisy_count", "source": vector, "epsilon": "1/8"})
+        assert reply["error"] == "rate_limited" and "retry" in reply["message"]
+        assert service.spent()["alice"] == Fraction(1, 8)
+        assert bob.send({"op": "budget"})["kind"] == "budget"  # a bucket per analyst
+
+
+class _Slow:
+    def authenticate(self, analyst, token):
+        return True
+
+    def handle(self, analyst, text):
+        time.sleep(1.0)
+        return '{"kind": "error", "error": "invalid_request", "message": "late"}'
+
+
+def test_a_request_past_the_time_limit_gets_a_timeout_and_the_connection_closes(folder):
+    server, address = serving(_Slow(), f"unix:{folder / 'slow.sock'}", limits=ServerLimits(request_seconds=0.1))
+    try:
+        raw = Raw(address)
+        assert raw.send({"op": "hello", "analyst": "a", "token": "t"})["kind"] == "welcome"
+        start = time.perf_counter()
+        reply = raw.send({"op": "budget"})
+        assert reply["error"] == "timeout" and time.perf_counter() - start < 0.9
+        assert raw.receive() is None
+    finally:
+        server.shutdown()
+        server.server_close()
