@@ -21,13 +21,19 @@ class AuditLog:
         descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._file = os.fdopen(descriptor, "a", encoding="utf-8")
         self._lock = threading.Lock()
+        self.failure: OSError | None = None
+        """The first write that failed (disk full...): the gatekeeper then refuses every request."""
 
     def record(self, analyst: str | None, entry: dict[str, Any]) -> None:
-        """Append one entry, flushed to the file before the answer is sent."""
+        """Append one entry, flushed to the file before the answer is sent. A failed write is kept, not raised:
+        the request it records was already charged (the ledger has it), so its answer still goes out."""
         line = json.dumps({"time": time.time(), **entry, "analyst": analyst}, separators=(",", ":"), default=str)
         with self._lock:
-            self._file.write(line + "\n")
-            self._file.flush()
+            try:
+                self._file.write(line + "\n")
+                self._file.flush()
+            except OSError as error:
+                self.failure = self.failure or error
 
     def close(self) -> None:
         self._file.close()

@@ -68,15 +68,23 @@ class Gatekeeper:
         self._kernels: dict[str, Kernel] = {}
         self._lock = threading.Lock()
 
-    def authenticate(self, analyst: str, token: str) -> bool:
-        """Whether ``token`` is ``analyst``'s credential and the analyst is active; a failure is audited."""
-        valid = matches(token, self.ledger.credential(analyst))
-        if not valid:
+    def authenticate(self, analyst: str, token: str, peer: str) -> p.ErrorInfo | None:
+        """None if ``token`` is ``analyst``'s credential and the analyst is active, else the refusal (audited).
+        Hellos count against the peer's rate: guessing tokens or filling the audit log is as slow as asking."""
+        if not self._rate.allow(f"hello from {peer}"):
+            return p.ErrorInfo(error="rate_limited", message="too many hellos from your address; wait and retry")
+        if not matches(token, self.ledger.credential(analyst)):
             self._record(analyst, "hello", "unauthenticated")
-        return valid
+            return p.ErrorInfo(error="unauthenticated", message="unknown analyst, wrong token, or revoked: nothing "
+                               "was done")
+        return None
 
     def handle(self, analyst: str, text: str | bytes) -> str:
-        """Answer one request of an authenticated ``analyst`` (as JSON), unless revoked or over its rate."""
+        """Answer one request of an authenticated ``analyst`` (as JSON), unless revoked or over its rate, or the
+        audit log cannot be written (nothing is done unaudited)."""
+        if self._audit is not None and self._audit.failure is not None:
+            return p.ErrorInfo(error="busy", message=f"the kernel cannot write its audit log ({self._audit.failure}); "
+                               "nothing was done: tell the data owner").model_dump_json()
         if self.ledger.credential(analyst) is None:
             return self._refuse(analyst, "unauthenticated", f"analyst {analyst!r} was revoked; nothing was done")
         if not self._rate.allow(analyst):

@@ -1,12 +1,12 @@
 """The sockets of a served kernel: a unix socket only its owner (or a named group) may open, or TCP with TLS.
 
 Every connection starts with a ``Hello`` checked by the gatekeeper; then each frame is one request, answered
-within a time limit. Connections, frame sizes and the wait for the hello are bounded (``ServerLimits``).
+within a time limit. Sessions (in all and per analyst), connections before their hello, frame sizes and idle
+time are bounded (``ServerLimits``).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import grp
 import os
@@ -15,7 +15,9 @@ import socketserver
 import ssl
 import stat
 import threading
-from dataclasses import dataclass
+import time
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from pydantic import ValidationError
@@ -28,7 +30,8 @@ from kernel import protocol as p
 class Gate(Protocol):
     """What the server asks of a gatekeeper (``gateway.gatekeeper.Gatekeeper``)."""
 
-    def authenticate(self, analyst: str, token: str) -> bool: ...
+    def authenticate(self, analyst: str, token: str, peer: str) -> p.ErrorInfo | None:
+        """None to let ``analyst`` in, or the refusal."""
 
     def handle(self, analyst: str, text: bytes) -> str: ...
 
@@ -36,7 +39,11 @@ class Gate(Protocol):
 @dataclass(frozen=True)
 class ServerLimits:
     connections: int = 64
-    """Open connections at once; one more is told the server is busy and closed."""
+    """Analysts' sessions open at once; one more is told the server is busy and closed."""
+    per_analyst: int = 8
+    """Sessions one analyst may hold open."""
+    opening: int = 16
+    """Connections still in TLS or before their hello (an unauthenticated flood waits here, not in the sessions)."""
     frame: int = MAX_FRAME
     """Largest request frame in bytes."""
     request_seconds: float = 60.0
@@ -44,25 +51,93 @@ class ServerLimits:
     finishes in the kernel, and a charge it made stands: charges are never refunded)."""
     hello_seconds: float = 10.0
     """Time a new connection has to finish TLS and send its hello."""
+    idle_seconds: float = 3600.0
+    """A session silent this long is closed."""
 
 
 def _error(error: str, message: str) -> bytes:
     return p.ErrorInfo(error=error, message=message).model_dump_json().encode("utf-8")
 
 
+@dataclass(eq=False)
+class _Session:
+    """An analyst's connection; closed under its lock, so the watchdog never writes to a closed (reused) socket."""
+
+    sock: socket.socket
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            self.sock.close()
+
+
+class _Watchdog:
+    """One thread for the whole server: a request still running past its deadline gets a timeout frame and its
+    session is shut down. Requests run in their connection's own thread (no hand-off to a pool: it cost a
+    third of the throughput), and exactly one of the reply and the timeout is ever written."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self._deadlines: dict[_Session, float] = {}
+        self._lock, self._stopped = threading.Lock(), threading.Event()
+        threading.Thread(target=self._watch, name="kernel-watchdog", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def begin(self, session: _Session) -> None:
+        with self._lock:
+            self._deadlines[session] = time.monotonic() + self.seconds
+
+    def end(self, session: _Session) -> bool:
+        """Whether the request finished in time (if not, the watchdog answers it)."""
+        with self._lock:
+            return self._deadlines.pop(session, None) is not None
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(min(self.seconds / 10, 0.1)):
+            now = time.monotonic()
+            with self._lock:
+                late = [session for session, deadline in self._deadlines.items() if deadline < now]
+                for session in late:
+                    del self._deadlines[session]
+            for session in late:
+                with session.lock, contextlib.suppress(OSError):
+                    if not session.closed:
+                        session.sock.settimeout(1.0)  # a client that does not read cannot hold the watchdog
+                        write_frame(session.sock, _error("timeout", f"no answer within {self.seconds:g} s; the "
+                                                         "connection is closed, and any charge the request makes "
+                                                         "stands"))
+                        session.sock.shutdown(socket.SHUT_RDWR)
+
+
 class _Handler(socketserver.BaseRequestHandler):
     server: _Server
 
     def handle(self) -> None:
-        sock, limits = self.request, self.server.limits
-        with contextlib.suppress(OSError, ssl.SSLError):
-            sock.settimeout(limits.hello_seconds)
-            if self.server.tls is not None:
-                sock = self.server.tls.wrap_socket(sock, server_side=True)
-            analyst = self._hello(sock)
-            sock.settimeout(None)
-            while analyst is not None:
-                analyst = self._answer(sock, analyst)
+        sock, limits, analyst = self.request, self.server.limits, None
+        try:
+            with contextlib.suppress(OSError):
+                sock.settimeout(limits.hello_seconds)
+                if self.server.tls is not None:
+                    sock = self.server.tls.wrap_socket(sock, server_side=True)
+                analyst = self._hello(sock)
+        finally:
+            self.server.opening.release()
+        if analyst is None:
+            sock.close()
+            return
+        session = _Session(sock)
+        try:
+            with contextlib.suppress(OSError):
+                sock.settimeout(limits.idle_seconds)
+                while self._answer(session, analyst):
+                    pass
+        finally:
+            self.server.leave(analyst)
+            session.close()
 
     def _hello(self, sock: socket.socket) -> str | None:
         try:
@@ -71,59 +146,71 @@ class _Handler(socketserver.BaseRequestHandler):
             write_frame(sock, _error("unauthenticated", "the first frame must be a hello with an analyst's name "
                                                         "and token (connect with the credential file you were given)"))
             return None
-        if not self.server.gate.authenticate(hello.analyst, hello.token):
-            write_frame(sock, _error("unauthenticated", "unknown analyst, wrong token, or revoked: nothing was done"))
+        peer = self.client_address[0] if isinstance(self.client_address, tuple) else "unix socket"
+        refusal = self.server.gate.authenticate(hello.analyst, hello.token, peer) or self.server.enter(hello.analyst)
+        if refusal is not None:
+            write_frame(sock, refusal.model_dump_json().encode("utf-8"))
             return None
         write_frame(sock, Welcome(analyst=hello.analyst).model_dump_json().encode("utf-8"))
         return hello.analyst
 
-    def _answer(self, sock: socket.socket, analyst: str) -> str | None:
-        """Answer one frame; None ends the connection."""
-        limits = self.server.limits
+    def _answer(self, session: _Session, analyst: str) -> bool:
+        """Answer one frame; False ends the session."""
+        sock = session.sock
         try:
-            payload = read_frame(sock, limits.frame)
+            payload = read_frame(sock, self.server.limits.frame)
         except FrameTooLarge as error:
             write_frame(sock, _error("invalid_request", str(error)))
-            return None
+            return False
         if payload is None:
-            return None
-        future = self.server.workers.submit(self.server.gate.handle, analyst, payload)
-        try:
-            reply = future.result(timeout=limits.request_seconds)
-        except concurrent.futures.TimeoutError:
-            write_frame(sock, _error("timeout", f"no answer within {limits.request_seconds:g} s; the connection is "
-                                                "closed, and any charge the request makes stands"))
-            return None
+            return False
+        self.server.watchdog.begin(session)
+        reply = self.server.gate.handle(analyst, payload)
+        if not self.server.watchdog.end(session):
+            return False
         write_frame(sock, reply.encode("utf-8"))
-        return analyst
+        return True
 
 
 class _Server(socketserver.ThreadingMixIn):
     daemon_threads = True
+    request_queue_size = 128  # the listen backlog: a unix socket refuses connects beyond it (socketserver's is 5)
 
     def configure(self, gate: Gate, tls: ssl.SSLContext | None, limits: ServerLimits) -> None:
         self.gate, self.tls, self.limits = gate, tls, limits
-        self.slots = threading.BoundedSemaphore(limits.connections)
-        self.workers = concurrent.futures.ThreadPoolExecutor(limits.connections, thread_name_prefix="kernel")
+        self.opening = threading.BoundedSemaphore(limits.opening)
+        self.watchdog = _Watchdog(limits.request_seconds)
+        self._sessions: Counter[str] = Counter()
+        self._sessions_lock = threading.Lock()
 
     def process_request(self, request, client_address) -> None:
-        if not self.slots.acquire(blocking=False):
+        if not self.opening.acquire(blocking=False):
             with contextlib.suppress(OSError):
-                write_frame(request, _error("busy", f"the kernel serves {self.limits.connections} connections "
-                                                    "already; try again later"))
+                write_frame(request, _error("busy", f"{self.limits.opening} connections are being opened already; "
+                                                    "try again in a few seconds"))
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
 
-    def process_request_thread(self, request, client_address) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
+    def enter(self, analyst: str) -> p.ErrorInfo | None:
+        """Count a new session of ``analyst``, or the refusal if the server or the analyst has too many."""
+        with self._sessions_lock:
+            if sum(self._sessions.values()) >= self.limits.connections:
+                return p.ErrorInfo(error="busy", message=f"the kernel serves {self.limits.connections} sessions "
+                                   "already; try again later")
+            if self._sessions[analyst] >= self.limits.per_analyst:
+                return p.ErrorInfo(error="busy", message=f"analyst {analyst!r} has {self.limits.per_analyst} "
+                                   "sessions open already: close one first")
+            self._sessions[analyst] += 1
+        return None
+
+    def leave(self, analyst: str) -> None:
+        with self._sessions_lock:
+            self._sessions[analyst] -= 1
 
     def server_close(self) -> None:
         super().server_close()
-        self.workers.shutdown(wait=False, cancel_futures=True)
+        self.watchdog.stop()
 
 
 class _TCPServer(_Server, socketserver.TCPServer):
@@ -137,7 +224,7 @@ class _TCPServer(_Server, socketserver.TCPServer):
 
 class _UnixServer(_Server, socketserver.UnixStreamServer):
     def server_bind(self) -> None:
-        """Bind with no permissions for others from the start (umask), then open to the owner's group if named."""
+        """Bind with no permissions for others from the start, whatever the process's umask."""
         previous = os.umask(0o177)
         try:
             super().server_bind()

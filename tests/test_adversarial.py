@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from kernel.privacy import PureDP, ZCDP
+from kernel.protocol import ErrorInfo
 from gateway.server import make_server
 from gateway.wire import read_frame, write_frame
 from kernel.service import Kernel
@@ -68,8 +69,8 @@ class _OneKernel:
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
 
-    def authenticate(self, analyst: str, token: str) -> bool:
-        return (analyst, token) == ("a", "t")
+    def authenticate(self, analyst: str, token: str, peer: str):
+        return None if (analyst, token) == ("a", "t") else ErrorInfo(error="unauthenticated", message="no")
 
     def handle(self, analyst: str, text: bytes) -> str:
         return self.kernel.handle_json(text)

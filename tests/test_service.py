@@ -71,7 +71,8 @@ _count = iter(range(10**6))
 
 
 @contextlib.contextmanager
-def running(folder: Path, transport: str, limits: ServerLimits = ServerLimits(), rate: Rate | None = None):
+def running(folder: Path, transport: str, limits: ServerLimits = ServerLimits(), rate: Rate | None = None,
+            audit: Path | None = None):
     """A served table with analysts alice (share 1), bob (1/2) and carol (1/4) of a total of 2, shut down on exit."""
     where = folder / f"s{next(_count)}"
     where.mkdir()
@@ -80,7 +81,7 @@ def running(folder: Path, transport: str, limits: ServerLimits = ServerLimits(),
     credentials = {name: Credential.read(directory.add_analyst(name, Fraction(share)))
                    for name, share in [("alice", 1), ("bob", "1/2"), ("carol", "1/4")]}
     gate = Gatekeeper(open_table(table, read_domain(domain)), directory.ledger(),
-                      audit=AuditLog(directory.audit_path), rate=rate)
+                      audit=AuditLog(audit or directory.audit_path), rate=rate)
     if transport == "unix":
         server, address = serving(gate, f"unix:{where / 'k.sock'}", limits=limits)
     else:
@@ -247,20 +248,55 @@ def test_an_oversized_frame_is_refused_before_it_is_read(folder):
         assert huge["error"] == "unauthenticated"
 
 
-def test_connections_beyond_the_limit_are_told_the_server_is_busy(folder):
-    with running(folder, "unix", ServerLimits(connections=2)) as service:
-        first, second = service.analyst("alice"), service.analyst("bob")
-        third = service.raw()
-        assert third.receive()["error"] == "busy"
-        first.close()
-        for _ in range(100):  # the slot is freed once the server sees the close
+def hello(raw: Raw, credential: Credential) -> dict | None:
+    return raw.send({"op": "hello", "analyst": credential.analyst, "token": credential.token})
+
+
+def test_sessions_beyond_the_limits_are_told_the_server_is_busy(folder):
+    with running(folder, "unix", ServerLimits(connections=3, per_analyst=2)) as service:
+        alice = [service.analyst("alice"), service.analyst("alice")]
+        third = hello(service.raw(), service.credentials["alice"])
+        assert third["error"] == "busy" and "'alice' has 2 sessions" in third["message"]
+        bob = service.analyst("bob")
+        full = hello(service.raw(), service.credentials["carol"])
+        assert full["error"] == "busy" and "3 sessions" in full["message"]
+        alice[0].close()
+        for _ in range(100):  # the session is freed once the server sees the close
             time.sleep(0.02)
-            late = service.raw()
-            reply = late.send({"op": "hello", "analyst": "carol", "token": service.credentials["carol"].token})
+            reply = hello(service.raw(), service.credentials["carol"])
             if reply["kind"] == "welcome":
                 break
         assert reply["kind"] == "welcome"
-        assert second.send({"op": "budget"})["kind"] == "budget"
+        assert bob.send({"op": "budget"})["kind"] == "budget" and alice[1].send({"op": "budget"})["kind"] == "budget"
+
+
+def test_a_flood_of_connections_without_hello_does_not_lock_analysts_out_for_long(folder):
+    with running(folder, "unix", ServerLimits(opening=2, hello_seconds=0.3)) as service:
+        silent = [service.raw(), service.raw()]
+        assert service.raw().receive()["error"] == "busy"
+        time.sleep(0.6)  # the silent ones are dropped after the hello time
+        assert all(raw.receive() is None for raw in silent)
+        assert service.analyst("alice").send({"op": "budget"})["kind"] == "budget"
+
+
+def test_many_analysts_connecting_at_once_all_get_in(folder):
+    """The listen backlog: a unix socket refuses connects beyond it instead of queueing them."""
+    with running(folder, "unix") as service:
+        barrier, errors = threading.Barrier(40), []
+
+        def connect():
+            barrier.wait()
+            try:
+                Raw(service.address).close()
+            except OSError as error:
+                errors.append(error)
+
+        threads = [threading.Thread(target=connect) for _ in range(40)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
 
 
 def test_a_silent_connection_is_dropped_after_the_hello_time(folder):
@@ -283,8 +319,8 @@ def test_an_analyst_over_its_rate_is_refused_and_nothing_changes(folder):
 
 
 class _Slow:
-    def authenticate(self, analyst, token):
-        return True
+    def authenticate(self, analyst, token, peer):
+        return None
 
     def handle(self, analyst, text):
         time.sleep(1.0)
@@ -302,4 +338,37 @@ def test_a_request_past_the_time_limit_gets_a_timeout_and_the_connection_closes(
         assert raw.receive() is None
     finally:
         server.shutdown()
+        server.server_close()
+
+
+def test_guessing_tokens_is_as_slow_as_the_rate(folder):
+    with running(folder, "unix", rate=Rate(per_second=0.001, burst=3)) as service:
+        replies = [service.raw().send({"op": "hello", "analyst": "alice", "token": f"guess{i}"}) for i in range(5)]
+        assert [r["error"] for r in replies] == ["unauthenticated"] * 3 + ["rate_limited"] * 2
+        assert len(service.audit()) == 3  # refused guesses beyond the rate leave no entry to fill the disk
+
+
+def test_an_idle_session_is_closed(folder):
+    with running(folder, "unix", ServerLimits(idle_seconds=0.2)) as service:
+        alice = service.analyst("alice")
+        time.sleep(0.5)
+        assert alice.send({"op": "budget"}) is None
+
+
+def test_when_the_audit_log_cannot_be_written_the_answer_goes_out_and_then_everything_is_refused(folder):
+    with running(folder, "unix", audit=Path("/dev/full")) as service:  # every write fails: a full disk
+        alice = service.analyst("alice")
+        assert alice.send({"op": "root"})["kind"] == "source"
+        reply = alice.send({"op": "root"})
+        assert reply["error"] == "busy" and "audit log" in reply["message"]
+
+
+def test_a_named_group_may_open_the_unix_socket_too(folder):
+    import grp
+
+    path = folder / "group.sock"
+    server = make_server(None, f"unix:{path}", group=grp.getgrgid(os.getgid()).gr_name)
+    try:
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o660 and os.stat(path).st_gid == os.getgid()
+    finally:
         server.server_close()

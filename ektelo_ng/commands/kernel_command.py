@@ -88,7 +88,9 @@ def register(subcommands) -> None:
     serve.add_argument("--work", type=int, default=Limits.work,
                        help=f"steps one quadratic-time selection may take (default {Limits.work})")
     serve.add_argument("--max-connections", type=int, default=ServerLimits.connections,
-                       help=f"open connections at once (default {ServerLimits.connections})")
+                       help=f"analysts' sessions open at once (default {ServerLimits.connections})")
+    serve.add_argument("--per-analyst", type=int, default=ServerLimits.per_analyst,
+                       help=f"sessions one analyst may hold open (default {ServerLimits.per_analyst})")
     serve.add_argument("--max-frame", type=int, default=ServerLimits.frame,
                        help=f"largest request in bytes (default {ServerLimits.frame})")
     serve.add_argument("--request-timeout", type=float, default=ServerLimits.request_seconds,
@@ -186,7 +188,8 @@ def run_serve(args: argparse.Namespace) -> int:
                                                             work=args.work))
     listen = args.listen or f"unix:{directory.path / 'kernel.sock'}"
     tls = None if listen.startswith("unix:") else directory.server_context()
-    limits = ServerLimits(connections=args.max_connections, frame=args.max_frame, request_seconds=args.request_timeout)
+    limits = ServerLimits(connections=args.max_connections, per_analyst=args.per_analyst, frame=args.max_frame,
+                          request_seconds=args.request_timeout)
     server = make_server(gate, listen, tls=tls, limits=limits, group=args.group)
     address = server.server_address
     shown = f"unix:{address}" if isinstance(address, str) else f"{address[0]}:{address[1]}"
