@@ -7,6 +7,7 @@ The directory is created mode 0700: it holds secrets only the owner may read.
 
 from __future__ import annotations
 
+import shutil
 import socket
 import ssl
 from dataclasses import dataclass
@@ -76,13 +77,19 @@ def init_service(path: str | Path, total: PureDP | ZCDP, *, hosts: list[str] | N
     if directory.ledger_path.exists():
         raise FileExistsError(f"{directory.path} already holds a service (its ledger keeps spent budget): "
                               "choose a new directory")
-    directory.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    directory.path.chmod(0o700)
-    (directory.path / "credentials").mkdir(mode=0o700, exist_ok=True)
-    if tls:
-        from gateway.certificates import write_certificates
+    existed = directory.path.exists()
+    try:
+        directory.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.path.chmod(0o700)
+        (directory.path / "credentials").mkdir(mode=0o700)
+        if tls:
+            from gateway.certificates import write_certificates
 
-        directory.tls.mkdir(mode=0o700, exist_ok=True)
-        write_certificates(directory.tls, hosts or ["localhost", "127.0.0.1", "::1", socket.gethostname()])
-    SqliteLedger(directory.ledger_path, total).close()
+            directory.tls.mkdir(mode=0o700)
+            write_certificates(directory.tls, hosts or ["localhost", "127.0.0.1", "::1", socket.gethostname()])
+        SqliteLedger(directory.ledger_path, total).close()
+    except BaseException:
+        if not existed:  # nothing half-made is left behind
+            shutil.rmtree(directory.path, ignore_errors=True)
+        raise
     return directory

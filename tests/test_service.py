@@ -372,3 +372,13 @@ def test_a_named_group_may_open_the_unix_socket_too(folder):
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o660 and os.stat(path).st_gid == os.getgid()
     finally:
         server.server_close()
+
+
+def test_init_without_the_cryptography_package_leaves_nothing_behind(folder, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cryptography", None)
+    with pytest.raises(ImportError, match=r"ektelo-ng\[service\]"):
+        init_service(folder / "no-crypto", PureDP(1))
+    assert not (folder / "no-crypto").exists()
+    assert init_service(folder / "no-crypto", PureDP(1), tls=False).ledger().total == PureDP(1)
