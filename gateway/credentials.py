@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-"""Analyst names: letters, digits, '_', '.', '-' (they name files and audit entries)."""
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+"""Analyst names: ASCII letters, digits, '_', '.', '-' (they name files, and appear in audit entries and terminals)."""
 
 
 class Credential(BaseModel):
@@ -37,7 +37,7 @@ class Credential(BaseModel):
 
 
 def check_name(analyst: str) -> str:
-    if not NAME.fullmatch(analyst):
+    if not re.fullmatch(NAME_PATTERN, analyst, re.ASCII):
         raise ValueError(f"analyst name {analyst!r} must be 1-64 letters, digits, '_', '.' or '-', starting with a "
                          "letter or digit")
     return analyst

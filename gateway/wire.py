@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gateway.credentials import NAME_PATTERN
+
 MAX_FRAME = 16 << 20
 """Default largest frame a server reads (16 MiB: a dense 1,000 x 1,000 matrix in base64 is 11 MB)."""
 
@@ -29,7 +31,7 @@ class Hello(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     op: Literal["hello"] = "hello"
-    analyst: str = Field(min_length=1, max_length=64)
+    analyst: str = Field(pattern=NAME_PATTERN)
     token: str = Field(min_length=1, max_length=256)
 
 

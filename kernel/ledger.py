@@ -125,11 +125,11 @@ class SqliteLedger:
         with self._transaction():
             row = self._db.execute("SELECT share, spent, revoked FROM analysts WHERE name = ?", (analyst,)).fetchone()
             if row is None or row[2]:
-                raise BudgetExceeded(f"analyst {analyst!r} is not active in {self.path}; nothing was charged")
+                raise BudgetExceeded(f"analyst {analyst!r} is not active (revoked); nothing was charged")
             share, spent = Fraction(row[0]), Fraction(row[1]) + increment
             if spent > share:
-                raise BudgetExceeded(f"the ledger {self.path} has only {float(share - spent + increment):.6g} left "
-                                     f"of {analyst!r}'s share; nothing was measured or charged")
+                raise BudgetExceeded(f"only {float(share - spent + increment):.6g} is left of {analyst!r}'s share "
+                                     "in the ledger; nothing was measured or charged")
             self._db.execute("UPDATE analysts SET spent = ? WHERE name = ?", (str(spent), analyst))
             self._db.execute("INSERT INTO charges (at, analyst, increment, spent, record) VALUES (?, ?, ?, ?, ?)",
                              (time.time(), analyst, str(increment), str(spent), record))

@@ -127,6 +127,13 @@ def test_a_wrong_or_unknown_credential_is_refused_and_audited(service, hello):
     assert set(service.spent().values()) == {0}
 
 
+def test_a_name_that_could_forge_lines_in_the_owners_terminal_is_not_a_hello(service):
+    for name in ["\x1b[2Jalice", "alice\nbob ok", "ａlice", "a" * 65, "../alice"]:
+        reply = service.raw().send({"op": "hello", "analyst": name, "token": service.credentials["alice"].token})
+        assert reply["error"] == "unauthenticated" and "first frame must be a hello" in reply["message"]
+    assert service.audit() == []
+
+
 def test_another_analysts_token_does_not_open_a_session(service):
     raw = service.raw()
     reply = raw.send({"op": "hello", "analyst": "alice", "token": service.credentials["bob"].token})
