@@ -51,7 +51,7 @@ class Between(_Node):
 class In(_Node):
     kind: Literal["in"] = "in"
     attribute: str
-    values: list[Value] = Field(min_length=1)
+    values: list[Value] = Field(min_length=1, max_length=1 << 16)
 
 
 class And(_Node):
@@ -80,24 +80,29 @@ def leaf_codes(leaf, domain: Domain) -> list[int]:
     return [domain[leaf.attribute].code(v) if isinstance(v, str) else int(v) for v in values or leaf.values]
 
 
-def validate_predicate(predicate, domain: Domain) -> None:
-    """Every attribute exists in ``domain`` and every label is one of its attribute's labels."""
+NODES = 64
+"""Most nodes a source's predicate may have (its own and its parents' ``where``s): each costs a pass over the rows."""
+
+
+def validate_predicate(predicate, domain: Domain) -> int:
+    """The number of nodes; checks every attribute exists in ``domain`` and every label is one of its labels."""
     if isinstance(predicate, (And, Or)):
-        for term in predicate.terms:
-            validate_predicate(term, domain)
-    elif isinstance(predicate, Not):
-        validate_predicate(predicate.term, domain)
-    else:
-        domain.index(predicate.attribute)
-        leaf_codes(predicate, domain)
+        return 1 + sum(validate_predicate(term, domain) for term in predicate.terms)
+    if isinstance(predicate, Not):
+        return 1 + validate_predicate(predicate.term, domain)
+    domain.index(predicate.attribute)
+    leaf_codes(predicate, domain)
+    return 1
 
 
 def evaluate(predicate, columns: Mapping[str, np.ndarray], domain: Domain) -> np.ndarray:
     """Boolean mask of the rows satisfying ``predicate`` (columns hold integer codes)."""
-    if isinstance(predicate, And):
-        return np.logical_and.reduce([evaluate(t, columns, domain) for t in predicate.terms])
-    if isinstance(predicate, Or):
-        return np.logical_or.reduce([evaluate(t, columns, domain) for t in predicate.terms])
+    if isinstance(predicate, (And, Or)):  # one mask at a time, combined in place
+        mask = evaluate(predicate.terms[0], columns, domain)
+        for term in predicate.terms[1:]:
+            (np.logical_and if isinstance(predicate, And) else np.logical_or)(mask, evaluate(term, columns, domain),
+                                                                               out=mask)
+        return mask
     if isinstance(predicate, Not):
         return ~evaluate(predicate.term, columns, domain)
     column, codes = columns[predicate.attribute], leaf_codes(predicate, domain)

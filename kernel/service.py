@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -33,7 +35,7 @@ from kernel.mechanisms import (
     selectable, split_scores, split_sensitivity, structure_first_boundaries, structure_first_sensitivity,
 )
 from kernel.noise import NoiseSource
-from kernel.predicate import And, Predicate, validate_predicate
+from kernel.predicate import NODES, And, Predicate, validate_predicate
 from kernel.privacy import PureDP, ZCDP
 from kernel.table import TableBackend
 
@@ -64,12 +66,15 @@ _RELEASED = object()
 
 
 class UnknownSource(KeyError):
-    pass
+    """A handle this kernel does not know (another session's, or made up)."""
 
 
 _INT32_MAX = np.iinfo(np.int32).max
 MAX_ROWS = 1 << 32
 """Default public bound on the table's records, on which the kernel's rounding-error bounds rest."""
+
+TRANSCRIPT_ENTRIES = 10_000
+"""Entries a kernel keeps in memory (a served kernel's audit log keeps them all, on disk)."""
 
 QUADRATIC_LIMIT = 8192
 """Longest vector or interval the quadratic-cost selection mechanisms (PHP, StructureFirst) accept."""
@@ -105,7 +110,8 @@ class Kernel:
         self._noise = NoiseSource.seeded(seed) if seed is not None else NoiseSource()
         self._sources: dict[str, _Table | _Vector] = {}
         self._graph = nx.DiGraph()
-        self._transcript: list[dict[str, Any]] = []
+        self._transcript: deque[dict[str, Any]] = deque(maxlen=TRANSCRIPT_ENTRIES)
+        self._requests = itertools.count()
         self._root = self._derive(None, _Table(table, tuple(range(len(table.domain))), None), "table", Fraction(1))
         if isinstance(ledger, (str, Path)):
             ledger = SqliteLedger(ledger, budget).account("owner", budget.value)
@@ -117,12 +123,14 @@ class Kernel:
         try:
             request = p.RequestAdapter.validate_json(text)
         except ValidationError as error:
+            with self._lock:
+                self._record({"op": None, "charge": None, "outcome": "invalid_request"})
             return p.ErrorInfo(error="invalid_request", message=_describe(error)).model_dump_json()
         return self.handle(request).model_dump_json()
 
     def handle(self, request) -> Any:
         with self._lock:
-            entry: dict[str, Any] = {"seq": len(self._transcript), "time": time.time(), **_summary(request)}
+            entry: dict[str, Any] = _summary(request)
             try:
                 response = _OPERATIONS[type(request)](self, request)
                 if isinstance(response, _Measurement):  # the one place where budget is charged
@@ -135,19 +143,20 @@ class Kernel:
             except (ValueError, TypeError, NotImplementedError) as error:
                 response = p.ErrorInfo(error="invalid_request", message=str(error))
             except Exception as error:  # never let a request take the kernel down; say nothing private
-                response = p.ErrorInfo(
-                    error="invalid_request", message=f"the kernel could not carry out this request ({type(error).__name__})"
-                )
-            if isinstance(response, p.Answers):
-                entry["charge"] = str(sum((a.charge.value for a in response.answers), Fraction(0)))
-            else:
-                entry["charge"] = str(response.charge.value) if hasattr(response, "charge") else None
+                message = f"the kernel could not carry out this request ({type(error).__name__})"
+                response = p.ErrorInfo(error="invalid_request", message=message)
+            charges = response.answers if isinstance(response, p.Answers) else [response] * hasattr(response, "charge")
+            entry["charge"] = str(sum(a.charge.value for a in charges)) if charges else None
             entry["outcome"] = response.error if isinstance(response, p.ErrorInfo) else "ok"
-            entry["seeded"] = self._seeded
-            self._transcript.append(entry)
-            if self._journal is not None:
-                self._journal(entry)
+            self._record(entry)
             return response
+
+    def _record(self, entry: dict[str, Any]) -> None:
+        """Keep ``entry`` in the transcript (its last TRANSCRIPT_ENTRIES) and pass it to the journal."""
+        entry.update(seq=next(self._requests), time=time.time(), seeded=self._seeded)
+        self._transcript.append(entry)
+        if self._journal is not None:
+            self._journal(entry)
 
     # ---- sources -----------------------------------------------------------------------
     def _derive(self, parent: str | None, source, op: str, stability: Fraction, kind: str | None = None) -> str:
@@ -173,8 +182,8 @@ class Kernel:
         if source is _RELEASED:
             raise ValueError(f"source {name} was released: its data are gone (its lineage and charges are kept)")
         if kind is not None and not isinstance(source, kind):
-            wanted = "table" if kind is _Table else "vector"
-            raise ValueError(f"source {name} is a {self._graph.nodes[name]['kind']}; this operation needs a {wanted}")
+            raise ValueError(f"source {name} is a {self._graph.nodes[name]['kind']}; this operation needs a "
+                             + ("table" if kind is _Table else "vector"))
         return source
 
     def _info(self, name: str) -> p.SourceInfo:
@@ -210,8 +219,11 @@ class Kernel:
 
     def _op_where(self, request: p.Where) -> p.SourceInfo:
         table = self._get(request.source, _Table)
-        validate_predicate(request.predicate, table.domain)
+        nodes = validate_predicate(request.predicate, table.domain)  # this source's attributes only
         combined = request.predicate if table.predicate is None else And(terms=[table.predicate, request.predicate])
+        if nodes + (table.predicate is not None and validate_predicate(table.predicate, table.backend.domain)) > NODES:
+            raise ValueError(f"the predicate, with its source's, has more than {NODES} nodes: each costs a pass over "
+                             "the rows; vectorize and partition the counts instead")
         child = _Table(table.backend, table.attributes, combined)
         return self._info(self._derive(request.source, child, "where", Fraction(1)))
 
@@ -532,15 +544,21 @@ def _product_group(M: Matrix, members: list[int], vectors: list[_Vector], out: l
 
 
 def _summary(request) -> dict[str, Any]:
-    """What was asked, without bulky array payloads (the transcript holds requests, never data)."""
+    """What was asked, without bulky payloads (the transcript holds requests, never data): arrays by their
+    shape, lists over 16 items by their length, anything past 256 values as "...": an entry stays small."""
+    left = 256
 
     def strip(value):
+        nonlocal left
+        left -= 1
+        if left < 0:
+            return "..."
         if isinstance(value, dict):
             if "base64" in value:
                 return {"dtype": value["dtype"], "shape": value["shape"]}
             return {k: strip(v) for k, v in value.items()}
         if isinstance(value, list):
-            return [strip(v) for v in value]
+            return [strip(v) for v in value] if len(value) <= 16 else {"length": len(value)}
         return value
 
     return strip(request.model_dump(mode="json"))

@@ -458,3 +458,49 @@ def test_the_discrete_laplace_reaches_beyond_forty_scales():
     scale = 64
     sample = noise.discrete_laplace(_SmallestFirst(), scale, 1)
     assert abs(int(sample[0])) >= 40 * scale
+
+
+# ---- requests that would make the kernel keep or scan too much (issue 16's red team) ----------------------------
+def test_a_huge_request_leaves_a_small_transcript_entry(remote):
+    a = analyst([3, 4], remote=remote)
+    try:
+        huge = {"op": "split_points", "source": "0" * 32, "epsilon": "1",
+                "intervals": [[100_000 + i, 200_000 + i] for i in range(200_000)]}
+        assert a.send(huge)["error"] == "unknown_source"
+        entry = a.send({"op": "transcript"})["entries"][-1]
+        assert entry["intervals"] == {"length": 200_000} and len(json.dumps(entry)) < 1000
+        assert a.send({"op": "no such op"})["error"] == "invalid_request"  # malformed requests are recorded too
+        assert [e["outcome"] for e in a.send({"op": "transcript"})["entries"][-3:]] == [
+            "unknown_source", "ok", "invalid_request"]
+    finally:
+        a.close()
+
+
+def test_the_transcript_keeps_its_last_entries_only(monkeypatch):
+    monkeypatch.setattr("kernel.service.TRANSCRIPT_ENTRIES", 5)
+    a = analyst([3, 4])
+    for _ in range(12):
+        a.send({"op": "budget"})
+    entries = a.send({"op": "transcript"})["entries"]
+    assert [e["seq"] for e in entries] == [7, 8, 9, 10, 11]  # the transcript request itself is recorded after
+
+
+def test_a_predicate_with_too_many_nodes_is_refused_before_any_row_is_read(remote):
+    a = analyst([3, 4], remote=remote)
+    try:
+        leaf = {"kind": "compare", "attribute": "a", "op": "==", "value": 1}
+        start = time.perf_counter()
+        reply = a.send({"op": "where", "source": a.root(), "predicate": {"kind": "or", "terms": [leaf] * 2000}})
+        assert reply["error"] == "invalid_request" and "more than 64 nodes" in reply["message"]
+        assert time.perf_counter() - start < 1.0
+        source = a.root()
+        for _ in range(64):  # one node each: the chain's own nodes count with its parents'
+            reply = a.send({"op": "where", "source": source, "predicate": leaf})
+            if reply["kind"] == "error":
+                break
+            source = reply["source"]
+        assert reply["error"] == "invalid_request" and "more than 64 nodes" in reply["message"]
+        many = {"kind": "in", "attribute": "a", "values": list(range(70_000))}
+        assert a.send({"op": "where", "source": a.root(), "predicate": many})["error"] == "invalid_request"
+    finally:
+        a.close()

@@ -27,11 +27,9 @@ def source_format(source) -> str | None:
         raise TypeError(f"a table source is a path or a table name, got {type(source).__name__}")
     text = str(source)
     suffixes = [s.lower() for s in Path(text).suffixes]
-    if ".csv" in suffixes:
-        kind = "csv"
-    elif ".parquet" in suffixes or isinstance(source, Path) or "://" in text or Path(text).is_dir():
-        kind = "parquet"
-    else:
+    files = ".parquet" in suffixes or isinstance(source, Path) or "://" in text or Path(text).is_dir()
+    kind = "csv" if ".csv" in suffixes else "parquet" if files else None
+    if kind is None:
         return None
     if "://" not in text and not any(c in text for c in "*?[") and not Path(text).exists():
         raise FileNotFoundError(f"table file {text} does not exist")
