@@ -17,6 +17,7 @@ import numpy as np
 
 from gateway.audit import AuditLog
 from gateway.credentials import matches
+from gateway.server import SessionEnded
 from kernel import protocol as p
 from kernel.ledger import SqliteLedger
 from kernel.service import Kernel
@@ -32,22 +33,30 @@ class Rate:
     _buckets: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def allow(self, analyst: str) -> bool:
+    def allow(self, key: str) -> bool:
         now = time.monotonic()
         with self._lock:
-            tokens, last = self._buckets.get(analyst, (float(self.burst), now))
+            tokens, last = self._buckets.get(key, (float(self.burst), now))
             tokens = min(float(self.burst), tokens + (now - last) * self.per_second)
             allowed = tokens >= 1.0
-            self._buckets[analyst] = (tokens - allowed, now)
+            self._buckets[key] = (tokens - allowed, now)
+            if len(self._buckets) > 4096:  # forget buckets that have refilled: they are as good as new
+                full = self.burst / self.per_second
+                self._buckets = {k: v for k, v in self._buckets.items() if now - v[1] < full}
         return allowed
 
 
 class _Serialized(TableBackend):
     """The shared table, one engine call at a time: analysts' kernels run in parallel threads, and engine
-    connections (DuckDB's) are not safe to share between threads."""
+    connections (DuckDB's) are not safe to share between threads. The row count, which every new analyst's
+    kernel checks against its public bound, is counted once."""
 
     def __init__(self, table: TableBackend):
         self._table, self._lock = table, threading.Lock()
+        self._rows = table.count()
+
+    def count(self, predicate=None) -> int:
+        return self._rows if predicate is None else super().count(predicate)
 
     @property
     def domain(self):
@@ -67,17 +76,17 @@ class Gatekeeper:
         self._table = _Serialized(table)
         self._kernels: dict[str, Kernel] = {}
         self._lock = threading.Lock()
+        self._throttled: set[str] = set()
 
     def authenticate(self, analyst: str, token: str, peer: str) -> p.ErrorInfo | None:
-        """None if ``token`` is ``analyst``'s credential and the analyst is active, else the refusal (audited).
-        Hellos count against the peer's rate: guessing tokens or filling the audit log is as slow as asking."""
-        if not self._rate.allow(f"hello from {peer}"):
-            return p.ErrorInfo(error="rate_limited", message="too many hellos from your address; wait and retry")
-        if not matches(token, self.ledger.credential(analyst)):
+        """None if ``token`` is ``analyst``'s credential and the analyst is active, else the refusal. Failed
+        hellos are audited at the peer's rate only, so a guesser cannot fill the disk (nor lock others out)."""
+        if matches(token, self.ledger.credential(analyst)):
+            return None
+        if self._rate.allow(f"failed hellos from {peer}"):
             self._record(analyst, "hello", "unauthenticated")
-            return p.ErrorInfo(error="unauthenticated", message="unknown analyst, wrong token, or revoked: nothing "
-                               "was done")
-        return None
+        return p.ErrorInfo(error="unauthenticated", message="unknown analyst, wrong token, or revoked: nothing was "
+                           "done")
 
     def handle(self, analyst: str, text: str | bytes) -> str:
         """Answer one request of an authenticated ``analyst`` (as JSON), unless revoked or over its rate, or the
@@ -86,24 +95,29 @@ class Gatekeeper:
             return p.ErrorInfo(error="busy", message=f"the kernel cannot write its audit log ({self._audit.failure}); "
                                "nothing was done: tell the data owner").model_dump_json()
         if self.ledger.credential(analyst) is None:
-            return self._refuse(analyst, "unauthenticated", f"analyst {analyst!r} was revoked; nothing was done")
+            self._record(analyst, None, "unauthenticated")
+            raise SessionEnded(p.ErrorInfo(error="unauthenticated", message=f"analyst {analyst!r} was revoked; "
+                                           "nothing was done, and the connection is closed"))
         if not self._rate.allow(analyst):
-            return self._refuse(analyst, "rate_limited", f"more than {self._rate.per_second:g} requests a second "
-                                f"(bursts of {self._rate.burst}); nothing was done: wait and retry")
+            if analyst not in self._throttled:  # one audit entry per stretch of refusals
+                self._throttled.add(analyst)
+                self._record(analyst, None, "rate_limited")
+            return p.ErrorInfo(error="rate_limited", message=f"more than {self._rate.per_second:g} requests a second "
+                               f"(bursts of {self._rate.burst}); nothing was done: wait and retry").model_dump_json()
+        self._throttled.discard(analyst)
         return self._kernel(analyst).handle_json(text)
 
     def _kernel(self, analyst: str) -> Kernel:
-        with self._lock:
-            if analyst not in self._kernels:
-                account = self.ledger.account(analyst)
-                share = type(self.ledger.total)(self.ledger.shares(analyst)[0].share)
-                journal = None if self._audit is None else lambda entry: self._audit.record(analyst, entry)
-                self._kernels[analyst] = Kernel(self._table, share, ledger=account, journal=journal, **self._options)
-            return self._kernels[analyst]
-
-    def _refuse(self, analyst: str | None, error: str, message: str) -> str:
-        self._record(analyst, None, error)
-        return p.ErrorInfo(error=error, message=message).model_dump_json()
+        """The analyst's kernel, built on its first request (outside the lock: the first requests of different
+        analysts do not wait for each other)."""
+        kernel = self._kernels.get(analyst)
+        if kernel is None:
+            share = type(self.ledger.total)(self.ledger.shares(analyst)[0].share)
+            journal = None if self._audit is None else lambda entry: self._audit.record(analyst, entry)
+            built = Kernel(self._table, share, ledger=self.ledger.account(analyst), journal=journal, **self._options)
+            with self._lock:
+                kernel = self._kernels.setdefault(analyst, built)
+        return kernel
 
     def _record(self, analyst: str | None, op: str | None, outcome: str) -> None:
         if self._audit is not None:

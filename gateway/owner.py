@@ -7,6 +7,7 @@ The directory is created mode 0700: it holds secrets only the owner may read.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import ssl
@@ -87,6 +88,7 @@ def init_service(path: str | Path, total: PureDP | ZCDP, *, hosts: list[str] | N
 
             directory.tls.mkdir(mode=0o700)
             write_certificates(directory.tls, hosts or ["localhost", "127.0.0.1", "::1", socket.gethostname()])
+        os.close(os.open(directory.ledger_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # SQLite keeps the mode
         SqliteLedger(directory.ledger_path, total).close()
     except BaseException:
         if not existed:  # nothing half-made is left behind

@@ -50,7 +50,9 @@ class ServerLimits:
     """Wall-clock wait for one answer; past it the connection gets a timeout and is closed (the request still
     finishes in the kernel, and a charge it made stands: charges are never refunded)."""
     hello_seconds: float = 10.0
-    """Time a new connection has to finish TLS and send its hello."""
+    """Time a new connection has to finish TLS and send its hello, in all."""
+    write_seconds: float = 60.0
+    """Time a client has to read a reply."""
     idle_seconds: float = 3600.0
     """A session silent this long is closed."""
 
@@ -59,9 +61,17 @@ def _error(error: str, message: str) -> bytes:
     return p.ErrorInfo(error=error, message=message).model_dump_json().encode("utf-8")
 
 
+class SessionEnded(Exception):
+    """Raised by a gate to answer with ``reply`` and close the session (an analyst revoked mid-session)."""
+
+    def __init__(self, reply: p.ErrorInfo):
+        super().__init__(reply.message)
+        self.reply = reply
+
+
 @dataclass(eq=False)
 class _Session:
-    """An analyst's connection; closed under its lock, so the watchdog never writes to a closed (reused) socket."""
+    """A connection; closed under its lock, so the watchdog never touches a closed (reused) socket."""
 
     sock: socket.socket
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -74,42 +84,41 @@ class _Session:
 
 
 class _Watchdog:
-    """One thread for the whole server: a request still running past its deadline gets a timeout frame and its
-    session is shut down. Requests run in their connection's own thread (no hand-off to a pool: it cost a
-    third of the throughput), and exactly one of the reply and the timeout is ever written."""
+    """One thread for the whole server, holding every connection to its current deadline: TLS and the hello,
+    a request's answer, the write of a reply. Past it the connection is shut down, after a timeout frame if one
+    is given. Requests run in their connection's own thread (no hand-off to a pool: it cost a third of the
+    throughput), and exactly one of a reply and its timeout is ever written."""
 
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self._deadlines: dict[_Session, float] = {}
+    def __init__(self, tick: float):
+        self._deadlines: dict[_Session, tuple[float, bytes | None]] = {}
         self._lock, self._stopped = threading.Lock(), threading.Event()
-        threading.Thread(target=self._watch, name="kernel-watchdog", daemon=True).start()
+        threading.Thread(target=self._watch, args=(tick,), name="kernel-watchdog", daemon=True).start()
 
     def stop(self) -> None:
         self._stopped.set()
 
-    def begin(self, session: _Session) -> None:
+    def begin(self, session: _Session, seconds: float, timeout: bytes | None = None) -> None:
         with self._lock:
-            self._deadlines[session] = time.monotonic() + self.seconds
+            self._deadlines[session] = (time.monotonic() + seconds, timeout)
 
     def end(self, session: _Session) -> bool:
-        """Whether the request finished in time (if not, the watchdog answers it)."""
+        """Whether the session met its deadline (if not, the watchdog has shut it down)."""
         with self._lock:
             return self._deadlines.pop(session, None) is not None
 
-    def _watch(self) -> None:
-        while not self._stopped.wait(min(self.seconds / 10, 0.1)):
+    def _watch(self, tick: float) -> None:
+        while not self._stopped.wait(tick):
             now = time.monotonic()
             with self._lock:
-                late = [session for session, deadline in self._deadlines.items() if deadline < now]
-                for session in late:
+                late = [(session, timeout) for session, (deadline, timeout) in self._deadlines.items() if deadline < now]
+                for session, _ in late:
                     del self._deadlines[session]
-            for session in late:
+            for session, timeout in late:
                 with session.lock, contextlib.suppress(OSError):
                     if not session.closed:
-                        session.sock.settimeout(1.0)  # a client that does not read cannot hold the watchdog
-                        write_frame(session.sock, _error("timeout", f"no answer within {self.seconds:g} s; the "
-                                                         "connection is closed, and any charge the request makes "
-                                                         "stands"))
+                        if timeout is not None:
+                            session.sock.settimeout(1.0)  # a client that does not read cannot hold the watchdog
+                            write_frame(session.sock, timeout)
                         session.sock.shutdown(socket.SHUT_RDWR)
 
 
@@ -117,29 +126,35 @@ class _Handler(socketserver.BaseRequestHandler):
     server: _Server
 
     def handle(self) -> None:
-        sock, limits, analyst = self.request, self.server.limits, None
+        server, limits = self.server, self.server.limits
+        session, analyst = _Session(self.request), None
         try:
+            server.watchdog.begin(session, limits.hello_seconds)  # TLS and the hello, all within this
             with contextlib.suppress(OSError):
-                sock.settimeout(limits.hello_seconds)
-                if self.server.tls is not None:
-                    sock = self.server.tls.wrap_socket(sock, server_side=True)
-                analyst = self._hello(sock)
+                if server.tls is not None:
+                    with session.lock:
+                        session.sock = server.tls.wrap_socket(session.sock, server_side=True,
+                                                              do_handshake_on_connect=False)
+                    session.sock.do_handshake()
+                analyst = self._hello(session.sock)
+            server.watchdog.end(session)
         finally:
-            self.server.opening.release()
+            server.opening.release()
         if analyst is None:
-            sock.close()
+            session.close()
             return
-        session = _Session(sock)
         try:
             with contextlib.suppress(OSError):
-                sock.settimeout(limits.idle_seconds)
+                write_frame(session.sock, Welcome(analyst=analyst).model_dump_json().encode("utf-8"))
+                session.sock.settimeout(limits.idle_seconds)
                 while self._answer(session, analyst):
                     pass
         finally:
-            self.server.leave(analyst)
+            server.leave(analyst)
             session.close()
 
     def _hello(self, sock: socket.socket) -> str | None:
+        """The analyst, authenticated and counted in the sessions, or None having sent the refusal."""
         try:
             hello = Hello.model_validate_json(read_frame(sock, 4096) or b"")
         except (ValidationError, FrameTooLarge):
@@ -151,25 +166,28 @@ class _Handler(socketserver.BaseRequestHandler):
         if refusal is not None:
             write_frame(sock, refusal.model_dump_json().encode("utf-8"))
             return None
-        write_frame(sock, Welcome(analyst=hello.analyst).model_dump_json().encode("utf-8"))
         return hello.analyst
 
     def _answer(self, session: _Session, analyst: str) -> bool:
         """Answer one frame; False ends the session."""
-        sock = session.sock
+        limits, watchdog = self.server.limits, self.server.watchdog
         try:
-            payload = read_frame(sock, self.server.limits.frame)
+            payload = read_frame(session.sock, limits.frame)
         except FrameTooLarge as error:
-            write_frame(sock, _error("invalid_request", str(error)))
+            write_frame(session.sock, _error("invalid_request", str(error)))
             return False
         if payload is None:
             return False
-        self.server.watchdog.begin(session)
-        reply = self.server.gate.handle(analyst, payload)
-        if not self.server.watchdog.end(session):
+        watchdog.begin(session, limits.request_seconds, self.server.timeout_frame)
+        try:
+            reply, more = self.server.gate.handle(analyst, payload).encode("utf-8"), True
+        except SessionEnded as ended:
+            reply, more = ended.reply.model_dump_json().encode("utf-8"), False
+        if not watchdog.end(session):
             return False
-        write_frame(sock, reply.encode("utf-8"))
-        return True
+        watchdog.begin(session, limits.write_seconds)  # a client that does not read its reply is cut off
+        write_frame(session.sock, reply)
+        return watchdog.end(session) and more
 
 
 class _Server(socketserver.ThreadingMixIn):
@@ -179,15 +197,18 @@ class _Server(socketserver.ThreadingMixIn):
     def configure(self, gate: Gate, tls: ssl.SSLContext | None, limits: ServerLimits) -> None:
         self.gate, self.tls, self.limits = gate, tls, limits
         self.opening = threading.BoundedSemaphore(limits.opening)
-        self.watchdog = _Watchdog(limits.request_seconds)
+        self.watchdog = _Watchdog(min(0.1, limits.hello_seconds / 10, limits.request_seconds / 10))
+        self.timeout_frame = _error("timeout", f"no answer within {limits.request_seconds:g} s; the connection is "
+                                               "closed, and any charge the request makes stands")
         self._sessions: Counter[str] = Counter()
         self._sessions_lock = threading.Lock()
 
     def process_request(self, request, client_address) -> None:
         if not self.opening.acquire(blocking=False):
-            with contextlib.suppress(OSError):
-                write_frame(request, _error("busy", f"{self.limits.opening} connections are being opened already; "
-                                                    "try again in a few seconds"))
+            if self.tls is None:  # over TLS a plain-text frame would only confuse the client
+                with contextlib.suppress(OSError):
+                    write_frame(request, _error("busy", f"{self.limits.opening} connections are being opened "
+                                                        "already; try again in a few seconds"))
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
@@ -244,7 +265,10 @@ def make_server(gate: Gate, address: str, *, tls: ssl.SSLContext | None = None,
         if os.path.lexists(where):
             if not stat.S_ISSOCK(os.lstat(where).st_mode):
                 raise ValueError(f"{where} exists and is not a socket: choose another path")
-            os.unlink(where)
+            with socket.socket(socket.AF_UNIX) as probe:
+                if probe.connect_ex(where) == 0:
+                    raise ValueError(f"a server is listening on {where} already: stop it or choose another path")
+            os.unlink(where)  # a stale socket left by a server that died
         server = _UnixServer(where, _Handler)
         if group is not None:
             os.chown(where, -1, grp.getgrnam(group).gr_gid)

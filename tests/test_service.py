@@ -7,9 +7,12 @@ Every refusal must change nothing: the ledger, the other analysts' state and the
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import socket
 import ssl
 import stat
+import struct
 import tempfile
 import threading
 import time
@@ -27,6 +30,7 @@ from gateway.gatekeeper import Gatekeeper, Rate
 from gateway.owner import ServiceDirectory, init_service
 from gateway.server import ServerLimits, make_server
 from kernel.privacy import PureDP
+from gateway.wire import write_frame
 from tests.served import Raw, write_table
 
 pytest.importorskip("cryptography")
@@ -148,6 +152,7 @@ def test_revocation_stops_an_open_session_at_its_next_request(service):
     service.directory.ledger().revoke("alice")  # the owner, from another connection to the ledger
     reply = alice.send({"op": "laplace", "source": vector, "matrix": IDENTITY, "epsilon": "1/8"})
     assert reply["error"] == "unauthenticated" and "revoked" in reply["message"]
+    assert alice.send({"op": "budget"}) is None  # and the session is closed
     assert service.spent()["alice"] == Fraction(1, 8)
     assert service.raw().send({"op": "hello", "analyst": "alice", "token": service.credentials["alice"].token})[
         "error"] == "unauthenticated"
@@ -207,6 +212,7 @@ def test_the_audit_log_names_who_asked_what_and_what_was_charged(service):
         ("alice", "root", "ok", None), ("alice", "vectorize", "ok", None), ("alice", "laplace", "ok", "1/8"),
         ("bob", "hello", "unauthenticated", None)]
     assert stat.S_IMODE(os.stat(service.directory.audit_path).st_mode) == 0o600
+    assert {stat.S_IMODE(os.stat(p).st_mode) for p in service.directory.path.glob("ledger.sqlite*")} == {0o600}
     assert "base64" not in service.directory.audit_path.read_text()
 
 
@@ -348,11 +354,21 @@ def test_a_request_past_the_time_limit_gets_a_timeout_and_the_connection_closes(
         server.server_close()
 
 
-def test_guessing_tokens_is_as_slow_as_the_rate(folder):
+def test_failed_hellos_fill_the_audit_log_only_at_the_rate_and_lock_nobody_out(folder):
     with running(folder, "unix", rate=Rate(per_second=0.001, burst=3)) as service:
-        replies = [service.raw().send({"op": "hello", "analyst": "alice", "token": f"guess{i}"}) for i in range(5)]
-        assert [r["error"] for r in replies] == ["unauthenticated"] * 3 + ["rate_limited"] * 2
+        replies = [service.raw().send({"op": "hello", "analyst": "alice", "token": f"guess{i}"}) for i in range(6)]
+        assert [r["error"] for r in replies] == ["unauthenticated"] * 6
         assert len(service.audit()) == 3  # refused guesses beyond the rate leave no entry to fill the disk
+        assert service.analyst("alice").send({"op": "budget"})["kind"] == "budget"  # the right token still works
+
+
+def test_a_flood_of_refused_requests_leaves_one_audit_entry(folder):
+    with running(folder, "unix", rate=Rate(per_second=0.001, burst=2)) as service:
+        alice = service.analyst("alice")
+        replies = [alice.send({"op": "budget"}) for _ in range(20)]
+        assert [r["kind"] for r in replies[:2]] == ["budget"] * 2
+        assert {r["error"] for r in replies[2:]} == {"rate_limited"}
+        assert [e["outcome"] for e in service.audit()] == ["ok", "ok", "rate_limited"]
 
 
 def test_an_idle_session_is_closed(folder):
@@ -389,3 +405,68 @@ def test_init_without_the_cryptography_package_leaves_nothing_behind(folder, mon
         init_service(folder / "no-crypto", PureDP(1))
     assert not (folder / "no-crypto").exists()
     assert init_service(folder / "no-crypto", PureDP(1), tls=False).ledger().total == PureDP(1)
+
+
+def test_a_hello_dribbled_byte_by_byte_is_cut_off_at_the_hello_time_in_all(folder):
+    with running(folder, "unix", ServerLimits(hello_seconds=0.5)) as service:
+        raw = service.raw()
+        frame = json.dumps({"op": "hello", "analyst": "alice", "token": service.credentials["alice"].token}).encode()
+        start, sent = time.perf_counter(), 0
+        with contextlib.suppress(OSError):
+            for byte in struct.pack(">I", len(frame)) + frame:  # one byte every 0.1 s: each recv is quick
+                raw.sock.sendall(bytes([byte]))
+                sent += 1
+                time.sleep(0.1)
+        assert raw.receive() is None and time.perf_counter() - start < 3.0 and sent < 30
+
+
+def test_sessions_that_close_right_after_their_hello_free_their_slots(folder):
+    with running(folder, "unix", ServerLimits(per_analyst=2)) as service:
+        for _ in range(12):
+            raw = service.raw()
+            write_frame(raw.sock, json.dumps({"op": "hello", "analyst": "alice",
+                                              "token": service.credentials["alice"].token}).encode())
+            raw.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            raw.close()
+        for _ in range(100):
+            time.sleep(0.02)
+            reply = hello(service.raw(), service.credentials["alice"])
+            if reply["kind"] == "welcome":
+                break
+        assert reply["kind"] == "welcome"
+
+
+class _Big:
+    def authenticate(self, analyst, token, peer):
+        return None
+
+    def handle(self, analyst, text):
+        return '{"kind": "error", "error": "invalid_request", "message": "' + "x" * (64 << 20) + '"}'
+
+
+def test_a_client_that_never_reads_its_reply_is_cut_off(folder):
+    limits = ServerLimits(per_analyst=1, write_seconds=0.3)
+    server, address = serving(_Big(), f"unix:{folder / 'big.sock'}", limits=limits)
+    try:
+        hog = Raw(address)
+        assert hog.send({"op": "hello", "analyst": "a", "token": "t"})["kind"] == "welcome"
+        write_frame(hog.sock, b'{"op": "budget"}')  # and never read the 64 MB reply
+        for _ in range(100):  # the hog's one session is freed once its write deadline passes
+            time.sleep(0.05)
+            if Raw(address).send({"op": "hello", "analyst": "a", "token": "t"})["kind"] == "welcome":
+                break
+        else:
+            raise AssertionError("the session of a client that never reads was never freed")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_live_socket_is_never_taken_over_but_a_stale_one_is_replaced(folder):
+    with running(folder, "unix") as service:
+        path = service.address[len("unix:"):]
+        with pytest.raises(ValueError, match="listening on"):
+            make_server(None, f"unix:{path}")
+        assert service.analyst("alice").send({"op": "budget"})["kind"] == "budget"
+    stale = make_server(None, f"unix:{path}")  # the first server is gone: its socket file is stale
+    stale.server_close()
