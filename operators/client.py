@@ -13,6 +13,7 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -108,6 +109,10 @@ class BudgetView:
         return zcdp_to_approx_dp(self.spent, delta) if self.spent.rho > 0 else 0.0
 
 
+_RATE_WAITS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0, 4.0, None)
+"""Seconds to wait before sending a rate-limited request again (None: give up)."""
+
+
 class Session:
     """A conversation with one kernel; ``source`` is the root table handle."""
 
@@ -116,7 +121,14 @@ class Session:
         self._root: Handle | None = None
 
     def request(self, message) -> object:
-        reply = ResponseAdapter.validate_json(self._transport(message.model_dump_json()))
+        """The kernel's reply to ``message``; a served kernel's ``rate_limited`` (which changed nothing) is waited
+        out and the request sent again, for up to about 20 s."""
+        text = message.model_dump_json()
+        for wait in _RATE_WAITS:
+            reply = ResponseAdapter.validate_json(self._transport(text))
+            if not (isinstance(reply, p.ErrorInfo) and reply.error == "rate_limited") or wait is None:
+                break
+            time.sleep(wait)
         if isinstance(reply, p.ErrorInfo):
             raise _error(reply)
         return reply

@@ -470,3 +470,15 @@ def test_a_live_socket_is_never_taken_over_but_a_stale_one_is_replaced(folder):
         assert service.analyst("alice").send({"op": "budget"})["kind"] == "budget"
     stale = make_server(None, f"unix:{path}")  # the first server is gone: its socket file is stale
     stale.server_close()
+
+
+def test_a_client_waits_out_its_rate_instead_of_failing(folder):
+    import ektelo_ng as ek
+
+    with running(folder, "unix", rate=Rate(per_second=20, burst=2)) as service:
+        session = ek.connect(service.address, credential=service.credentials["alice"], timeout=30)
+        start = time.perf_counter()
+        for _ in range(8):
+            assert session.budget.total == PureDP(1)
+        assert time.perf_counter() - start > 0.2  # 6 of them had to wait for the bucket (20 a second)
+        assert [e["outcome"] for e in service.audit()].count("ok") == 8
