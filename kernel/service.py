@@ -545,21 +545,21 @@ def _product_group(M: Matrix, members: list[int], vectors: list[_Vector], out: l
 
 def _summary(request) -> dict[str, Any]:
     """What was asked, without bulky payloads (the transcript holds requests, never data): arrays by their
-    shape, lists over 16 items by their length, anything past 256 values as "...": an entry stays small."""
+    shape, lists and objects over 16 items by their length, long strings and numbers and anything past 256
+    values as "...": an entry stays small."""
     left = 256
 
     def strip(value):
         nonlocal left
         left -= 1
-        if left < 0:
+        if left < 0 or isinstance(value, str) and len(value) > 64 or isinstance(value, int) and value.bit_length() > 64:
             return "..."
+        if isinstance(value, (dict, list)) and len(value) > 16:
+            return {"length": len(value)}
         if isinstance(value, dict):
-            if "base64" in value:
-                return {"dtype": value["dtype"], "shape": value["shape"]}
+            value = {"dtype": value["dtype"], "shape": value["shape"]} if "base64" in value else value
             return {k: strip(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [strip(v) for v in value] if len(value) <= 16 else {"length": len(value)}
-        return value
+        return [strip(v) for v in value] if isinstance(value, list) else value
 
     return strip(request.model_dump(mode="json"))
 

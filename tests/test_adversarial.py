@@ -469,6 +469,11 @@ def test_a_huge_request_leaves_a_small_transcript_entry(remote):
         assert a.send(huge)["error"] == "unknown_source"
         entry = a.send({"op": "transcript"})["entries"][-1]
         assert entry["intervals"] == {"length": 200_000} and len(json.dumps(entry)) < 1000
+        for bulky in ({"op": "worst_approx", "source": "0" * 32, "epsilon": "1", "workload": identity(2),
+                       "estimate": {"dtype": "float64", "shape": [1] * 100_000, "base64": "AAAAAAAAAAA="}},
+                      {"op": "project", "source": "0" * 32, "attributes": ["a" * 1_000_000]}):
+            assert a.send(bulky)["error"] == "unknown_source"  # it parsed: its summary is what is kept
+            assert len(json.dumps(a.send({"op": "transcript"})["entries"][-1])) < 1000
         assert a.send({"op": "no such op"})["error"] == "invalid_request"  # malformed requests are recorded too
         assert [e["outcome"] for e in a.send({"op": "transcript"})["entries"][-3:]] == [
             "unknown_source", "ok", "invalid_request"]
