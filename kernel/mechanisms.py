@@ -339,6 +339,4 @@ def max_abs_entry(M: MatrixFacts) -> float:
         return max(max_abs_entry(MatrixFacts(b)) for b in m.blocks)
     if isinstance(m, Transpose):
         return max_abs_entry(MatrixFacts(m.base))
-    if isinstance(m, Product):
-        return M.sensitivity("l1")
-    return leaf_entries(m)[0]
+    return M.sensitivity("l1") if isinstance(m, Product) else leaf_entries(m)[0]

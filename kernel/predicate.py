@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from kernel.domain import Domain
 
 Value = Union[int, str]
+NODES = 64
+"""Most nodes a source's predicate may have (its own and its parents' ``where``s): each costs a pass over the rows;
+an ``In`` counts one more for every 1024 values."""
 _OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
@@ -51,17 +54,17 @@ class Between(_Node):
 class In(_Node):
     kind: Literal["in"] = "in"
     attribute: str
-    values: list[Value] = Field(min_length=1, max_length=1 << 16)
+    values: list[Value] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
 
 
 class And(_Node):
     kind: Literal["and"] = "and"
-    terms: list[Predicate] = Field(min_length=1)
+    terms: list[Predicate] = Field(min_length=1, max_length=NODES, fail_fast=True)
 
 
 class Or(_Node):
     kind: Literal["or"] = "or"
-    terms: list[Predicate] = Field(min_length=1)
+    terms: list[Predicate] = Field(min_length=1, max_length=NODES, fail_fast=True)
 
 
 class Not(_Node):
@@ -75,13 +78,12 @@ for _model in (And, Or, Not):
 
 
 def leaf_codes(leaf, domain: Domain) -> list[int]:
-    """The integer codes a leaf compares with: labels looked up, integers as given (outside the domain too)."""
+    """The integer codes a leaf compares with: labels looked up, integers clipped to [-1, size] (outside the domain,
+    they compare with every code as -1 or size do; and they stay int64, which ``np.isin`` scans once)."""
     values = [leaf.value] if isinstance(leaf, Compare) else [leaf.low, leaf.high] if isinstance(leaf, Between) else None
-    return [domain[leaf.attribute].code(v) if isinstance(v, str) else int(v) for v in values or leaf.values]
-
-
-NODES = 64
-"""Most nodes a source's predicate may have (its own and its parents' ``where``s): each costs a pass over the rows."""
+    attribute = domain[leaf.attribute]
+    return [attribute.code(v) if isinstance(v, str) else min(max(int(v), -1), attribute.size)
+            for v in values or leaf.values]
 
 
 def validate_predicate(predicate, domain: Domain) -> int:
@@ -92,7 +94,7 @@ def validate_predicate(predicate, domain: Domain) -> int:
         return 1 + validate_predicate(predicate.term, domain)
     domain.index(predicate.attribute)
     leaf_codes(predicate, domain)
-    return 1
+    return 1 + len(predicate.values) // 1024 if isinstance(predicate, In) else 1
 
 
 def evaluate(predicate, columns: Mapping[str, np.ndarray], domain: Domain) -> np.ndarray:
@@ -110,4 +112,4 @@ def evaluate(predicate, columns: Mapping[str, np.ndarray], domain: Domain) -> np
         return _OPS[predicate.op](column, codes[0])
     if isinstance(predicate, Between):
         return (column >= codes[0]) & (column <= codes[1])
-    return np.isin(column, codes)
+    return np.isin(column, np.asarray(codes, dtype=np.int64))

@@ -67,21 +67,22 @@ class Where(_OnSource):
 
 class Project(_OnSource):
     op: Literal["project"] = "project"
-    attributes: list[str] = Field(min_length=1)
+    attributes: list[str] = Field(min_length=1, max_length=1 << 10, fail_fast=True)
 
 
 class Vectorize(_OnSource):
     """The table's histogram, or with ``attributes`` its marginal on them (project and vectorize in one step)."""
 
     op: Literal["vectorize"] = "vectorize"
-    attributes: list[str] | None = Field(default=None, min_length=1)
+    attributes: list[str] | None = Field(default=None, min_length=1, max_length=1 << 10, fail_fast=True)
 
 
 class VectorizeMany(_OnSource):
     """Several marginals of one table: exactly one ``vectorize`` request per entry of ``attributes``, in order."""
 
     op: Literal["vectorize_many"] = "vectorize_many"
-    attributes: list[Annotated[list[str], Field(min_length=1)]] = Field(min_length=1)
+    attributes: list[Annotated[list[str], Field(min_length=1, max_length=1 << 10)]] = Field(
+        min_length=1, max_length=1 << 12, fail_fast=True)
 
 
 class Transform(_OnSource):
@@ -144,8 +145,8 @@ class GaussianBatch(_Message):
     items name their matrix by position in ``matrices``, so a matrix shared by many items travels once."""
 
     op: Literal["gaussian_batch"] = "gaussian_batch"
-    matrices: list[MatrixSpec] = Field(min_length=1)
-    items: list[GaussianItem] = Field(min_length=1)
+    matrices: list[MatrixSpec] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
+    items: list[GaussianItem] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
 
     @model_validator(mode="after")
     def _matrices_exist(self) -> GaussianBatch:
@@ -180,7 +181,7 @@ class SplitPoints(_OnSource):
     """PHP's bisection step: one private split point in each of several disjoint intervals [start, stop)."""
 
     op: Literal["split_points"] = "split_points"
-    intervals: list[tuple[NonNegativeInt, NonNegativeInt]] = Field(min_length=1)
+    intervals: list[tuple[NonNegativeInt, NonNegativeInt]] = Field(min_length=1, max_length=1 << 20, fail_fast=True)
     epsilon: Epsilon
 
 

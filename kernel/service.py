@@ -246,6 +246,10 @@ class Kernel:
     def _op_vectorize_many(self, request: p.VectorizeMany) -> p.Sources:
         table = self._get(request.source, _Table)
         tables = [self._projected(table, attributes) for attributes in request.attributes]  # all valid, or none made
+        passes = len(tables) * (table.predicate and validate_predicate(table.predicate, table.backend.domain) or 0)
+        if passes > 16 * NODES:
+            raise ValueError(f"{len(tables)} histograms of this filtered table would scan its rows {passes} times (at "
+                             f"most {16 * NODES}): vectorize fewer at once, or the filtered table once and reduce it")
         for t in tables:
             self._limits.cells("a histogram", t.domain.size)
         self._limits.hold(self._held(), 8 * sum(t.domain.size for t in tables))
@@ -546,7 +550,7 @@ def _product_group(M: Matrix, members: list[int], vectors: list[_Vector], out: l
 def _summary(request) -> dict[str, Any]:
     """What was asked, without bulky payloads (the transcript holds requests, never data): arrays by their
     shape, lists and objects over 16 items by their length, long strings and numbers and anything past 256
-    values as "...": an entry stays small."""
+    values as "..." (scalars such as epsilon come first, so they are kept): an entry stays small."""
     left = 256
 
     def strip(value):
@@ -558,12 +562,13 @@ def _summary(request) -> dict[str, Any]:
             return {"length": len(value)}
         if isinstance(value, dict):
             value = {"dtype": value["dtype"], "shape": value["shape"]} if "base64" in value else value
-            return {k: strip(v) for k, v in value.items()}
+            return {k: strip(v) for k, v in sorted(value.items(), key=lambda kv: isinstance(kv[1], (dict, list)))}
         return [strip(v) for v in value] if isinstance(value, list) else value
 
     return strip(request.model_dump(mode="json"))
 
 
 def _describe(error: ValidationError) -> str:
-    problems = [f"{'.'.join(str(x) for x in e['loc']) or 'request'}: {e['msg']}" for e in error.errors()[:5]]
+    problems = [f"{'.'.join(str(x) for x in e['loc']) or 'request'}: {e['msg']}"
+                for e in error.errors(include_url=False, include_input=False)[:5]]
     return "malformed request: " + "; ".join(problems)

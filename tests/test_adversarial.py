@@ -472,7 +472,7 @@ def test_a_huge_request_leaves_a_small_transcript_entry(remote):
         for bulky in ({"op": "worst_approx", "source": "0" * 32, "epsilon": "1", "workload": identity(2),
                        "estimate": {"dtype": "float64", "shape": [1] * 100_000, "base64": "AAAAAAAAAAA="}},
                       {"op": "project", "source": "0" * 32, "attributes": ["a" * 1_000_000]}):
-            assert a.send(bulky)["error"] == "unknown_source"  # it parsed: its summary is what is kept
+            assert a.send(bulky)["error"] in ("unknown_source", "invalid_request")  # refused, parsed or not
             assert len(json.dumps(a.send({"op": "transcript"})["entries"][-1])) < 1000
         assert a.send({"op": "no such op"})["error"] == "invalid_request"  # malformed requests are recorded too
         assert [e["outcome"] for e in a.send({"op": "transcript"})["entries"][-3:]] == [
@@ -496,7 +496,7 @@ def test_a_predicate_with_too_many_nodes_is_refused_before_any_row_is_read(remot
         leaf = {"kind": "compare", "attribute": "a", "op": "==", "value": 1}
         start = time.perf_counter()
         reply = a.send({"op": "where", "source": a.root(), "predicate": {"kind": "or", "terms": [leaf] * 2000}})
-        assert reply["error"] == "invalid_request" and "more than 64 nodes" in reply["message"]
+        assert reply["error"] == "invalid_request" and "at most 64" in reply["message"]  # refused as it is read
         assert time.perf_counter() - start < 1.0
         source = a.root()
         for _ in range(64):  # one node each: the chain's own nodes count with its parents'
@@ -507,5 +507,48 @@ def test_a_predicate_with_too_many_nodes_is_refused_before_any_row_is_read(remot
         assert reply["error"] == "invalid_request" and "more than 64 nodes" in reply["message"]
         many = {"kind": "in", "attribute": "a", "values": list(range(70_000))}
         assert a.send({"op": "where", "source": a.root(), "predicate": many})["error"] == "invalid_request"
+    finally:
+        a.close()
+
+
+def test_a_frame_of_a_million_bad_items_is_refused_quickly(remote):
+    a = analyst([3, 4], remote=remote)
+    try:
+        start = time.perf_counter()
+        reply = a.send({"op": "split_points", "source": "0" * 32, "epsilon": "1", "intervals": [[-1, -1]] * 1_000_000})
+        assert reply["error"] == "invalid_request" and time.perf_counter() - start < 5.0
+    finally:
+        a.close()
+
+
+def test_predicate_values_far_outside_the_domain_count_like_any_outsider(remote):
+    a = analyst([3, 4, 5], remote=remote)
+    try:
+        def count(values):
+            where = a.send({"op": "where", "source": a.root(),
+                            "predicate": {"kind": "in", "attribute": "a", "values": values}})
+            return a.send({"op": "vectorize", "source": where["source"]})
+
+        start = time.perf_counter()
+        assert count([2**70, -(2**70), 1] + list(range(3, 1000)))["kind"] == "source"
+        assert time.perf_counter() - start < 2.0
+        in_nodes = a.send({"op": "where", "source": a.root(),
+                           "predicate": {"kind": "in", "attribute": "a", "values": list(range(1 << 16))}})
+        assert in_nodes["error"] == "invalid_request" and "64 nodes" in in_nodes["message"]  # 1 + 64 per 2^16 values
+    finally:
+        a.close()
+
+
+def test_many_histograms_of_a_filtered_table_are_refused_by_their_passes(remote):
+    domain = Domain.from_sizes([4, 4], names=["a", "b"])
+    kernel = Kernel(load_table({"a": np.array([1, 2]), "b": np.array([3, 0])}, domain), PureDP(1))
+    a = Analyst(kernel, remote)
+    try:
+        leaf = {"kind": "compare", "attribute": "a", "op": "<", "value": 3}
+        where = a.send({"op": "where", "source": a.root(), "predicate": {"kind": "or", "terms": [leaf] * 40}})
+        reply = a.send({"op": "vectorize_many", "source": where["source"], "attributes": [["a"], ["b"]] * 13})
+        assert reply["error"] == "invalid_request" and "1066 times" in reply["message"]
+        assert a.send({"op": "vectorize_many", "source": where["source"], "attributes": [["a"], ["b"]] * 12})[
+            "kind"] == "sources"
     finally:
         a.close()

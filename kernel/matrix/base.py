@@ -36,9 +36,7 @@ class Matrix(ABC):
         """A.T @ Y for a 2-D array Y with shape (m, k)."""
 
     def __matmul__(self, other):
-        if isinstance(other, Matrix):
-            return Product([self, other])
-        return _apply(self._matmat, self.shape, other, "A @ x")
+        return Product([self, other]) if isinstance(other, Matrix) else _apply(self._matmat, self.shape, other, "A @ x")
 
     def __rmatmul__(self, other):
         # x @ A = (A.T @ x.T).T
@@ -131,9 +129,8 @@ class Weighted(Matrix):
         return Weighted(self.base.T, self.weight)
 
     def __mul__(self, weight) -> Matrix:
-        if isinstance(weight, Matrix) or np.ndim(weight) != 0:
-            return super().__mul__(weight)
-        return Weighted(self.base, self.weight * float(weight))
+        scalar = not isinstance(weight, Matrix) and np.ndim(weight) == 0
+        return Weighted(self.base, self.weight * float(weight)) if scalar else super().__mul__(weight)
 
     __rmul__ = __mul__
 
@@ -203,9 +200,7 @@ def _apply(kernel_fn, shape: tuple[int, int], x, what: str) -> np.ndarray:
     rows, cols = shape
     if x.ndim not in (1, 2) or x.shape[0] != cols:
         raise ValueError(f"{what}: matrix has shape {shape}, operand has shape {x.shape}")
-    if x.ndim == 1:
-        return kernel_fn(x.reshape(cols, 1)).reshape(rows)
-    return kernel_fn(x)
+    return kernel_fn(x.reshape(cols, 1)).reshape(rows) if x.ndim == 1 else kernel_fn(x)
 
 
 def unit_columns(n: int, start: int, stop: int) -> np.ndarray:

@@ -29,7 +29,7 @@ class ArrayData(_Spec):
     """A numpy array as data: dtype, shape and base64 bytes."""
 
     dtype: Literal["float64", "int64"]
-    shape: list[Annotated[int, Field(ge=0)]]
+    shape: list[Annotated[int, Field(ge=0)]] = Field(max_length=32, fail_fast=True)
     base64: str
 
     @classmethod
@@ -100,7 +100,7 @@ class IntervalsSpec(_Spec):
 
 class RangesSpec(_Spec):
     kind: Literal["ranges"] = "ranges"
-    shape: list[Size] = Field(min_length=1)
+    shape: list[Size] = Field(min_length=1, max_length=32, fail_fast=True)
     lo: ArrayData
     hi: ArrayData
 
@@ -146,7 +146,7 @@ class SparseSpec(_Spec):
 
 class KroneckerSpec(_Spec):
     kind: Literal["kronecker"] = "kronecker"
-    factors: list[MatrixSpec] = Field(min_length=1)
+    factors: list[MatrixSpec] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
 
     def build(self) -> Matrix:
         return Kronecker([f.build() for f in self.factors])
@@ -154,7 +154,7 @@ class KroneckerSpec(_Spec):
 
 class VStackSpec(_Spec):
     kind: Literal["vstack"] = "vstack"
-    blocks: list[MatrixSpec] = Field(min_length=1)
+    blocks: list[MatrixSpec] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
 
     def build(self) -> Matrix:
         return VStack([b.build() for b in self.blocks])
@@ -162,7 +162,7 @@ class VStackSpec(_Spec):
 
 class HStackSpec(_Spec):
     kind: Literal["hstack"] = "hstack"
-    blocks: list[MatrixSpec] = Field(min_length=1)
+    blocks: list[MatrixSpec] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
 
     def build(self) -> Matrix:
         return HStack([b.build() for b in self.blocks])
@@ -170,7 +170,7 @@ class HStackSpec(_Spec):
 
 class ProductSpec(_Spec):
     kind: Literal["product"] = "product"
-    factors: list[MatrixSpec] = Field(min_length=1)
+    factors: list[MatrixSpec] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
 
     def build(self) -> Matrix:
         return Product([f.build() for f in self.factors])
