@@ -44,6 +44,8 @@ class ServerLimits:
     """Sessions one analyst may hold open."""
     opening: int = 16
     """Connections still in TLS or before their hello (an unauthenticated flood waits here, not in the sessions)."""
+    opening_per_peer: int = 4
+    """Of those, from one network address (a unix socket's peers are the owner or its group)."""
     frame: int = MAX_FRAME
     """Largest request frame in bytes."""
     request_seconds: float = 60.0
@@ -139,7 +141,7 @@ class _Handler(socketserver.BaseRequestHandler):
                 analyst = self._hello(session.sock)
             server.watchdog.end(session)
         finally:
-            server.opening.release()
+            server.opened(self.client_address)
         if analyst is None:
             session.close()
             return
@@ -201,17 +203,37 @@ class _Server(socketserver.ThreadingMixIn):
         self.timeout_frame = _error("timeout", f"no answer within {limits.request_seconds:g} s; the connection is "
                                                "closed, and any charge the request makes stands")
         self._sessions: Counter[str] = Counter()
+        self._opening: Counter[str | None] = Counter()
         self._sessions_lock = threading.Lock()
 
     def process_request(self, request, client_address) -> None:
-        if not self.opening.acquire(blocking=False):
+        if not self.opening.acquire(blocking=False) or not self._open(client_address):
             if self.tls is None:  # over TLS a plain-text frame would only confuse the client
                 with contextlib.suppress(OSError):
-                    write_frame(request, _error("busy", f"{self.limits.opening} connections are being opened "
-                                                        "already; try again in a few seconds"))
+                    write_frame(request, _error("busy", "too many connections are being opened (from your address, or "
+                                                        "in all); try again in a few seconds"))
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
+
+    def _open(self, client_address) -> bool:
+        """Count a connection from its peer's address before its hello, unless the peer has too many already."""
+        peer = client_address[0] if isinstance(client_address, tuple) else None
+        with self._sessions_lock:
+            if peer is not None and self._opening[peer] >= self.limits.opening_per_peer:
+                self.opening.release()
+                return False
+            self._opening[peer] += 1
+        return True
+
+    def opened(self, client_address) -> None:
+        """The connection has said its hello (or failed to): its opening slots are free again."""
+        peer = client_address[0] if isinstance(client_address, tuple) else None
+        with self._sessions_lock:
+            self._opening[peer] -= 1
+            if not self._opening[peer]:
+                del self._opening[peer]
+        self.opening.release()
 
     def enter(self, analyst: str) -> p.ErrorInfo | None:
         """Count a new session of ``analyst``, or the refusal if the server or the analyst has too many."""

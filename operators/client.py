@@ -10,6 +10,7 @@ socket out-of-process) and turns the response into Python values or a clear exce
 
 from __future__ import annotations
 
+import random
 import socket
 import ssl
 import threading
@@ -128,7 +129,7 @@ class Session:
             reply = ResponseAdapter.validate_json(self._transport(text))
             if not (isinstance(reply, p.ErrorInfo) and reply.error == "rate_limited") or wait is None:
                 break
-            time.sleep(wait)
+            time.sleep(wait * random.uniform(0.5, 1.5))  # jitter: sessions do not retry in lockstep
         if isinstance(reply, p.ErrorInfo):
             raise _error(reply)
         return reply

@@ -30,7 +30,7 @@ from gateway.gatekeeper import Gatekeeper, Rate
 from gateway.owner import ServiceDirectory, init_service
 from gateway.server import ServerLimits, make_server
 from kernel.privacy import PureDP
-from gateway.wire import write_frame
+from gateway.wire import read_frame, write_frame
 from tests.served import Raw, write_table
 
 pytest.importorskip("cryptography")
@@ -88,6 +88,8 @@ def running(folder: Path, transport: str, limits: ServerLimits = ServerLimits(),
                       audit=AuditLog(audit or directory.audit_path), rate=rate)
     if transport == "unix":
         server, address = serving(gate, f"unix:{where / 'k.sock'}", limits=limits)
+    elif transport == "loopback":
+        server, address = serving(gate, "127.0.0.1:0", limits=limits)
     else:
         server, address = serving(gate, "127.0.0.1:0", tls=directory.server_context(), limits=limits)
     try:
@@ -482,3 +484,17 @@ def test_a_client_waits_out_its_rate_instead_of_failing(folder):
             assert session.budget.total == PureDP(1)
         assert time.perf_counter() - start > 0.2  # 6 of them had to wait for the bucket (20 a second)
         assert [e["outcome"] for e in service.audit()].count("ok") == 8
+
+
+def test_one_address_cannot_hold_every_connection_before_the_hello(folder):
+    with running(folder, "loopback", ServerLimits(opening=8, opening_per_peer=2)) as service:
+        host, port = service.address.rsplit(":", 1)
+        silent = [socket.create_connection((host, int(port))) for _ in range(2)]
+        third = Raw(service.address)
+        assert third.receive()["error"] == "busy"
+        other = socket.create_connection((host, int(port)), source_address=("127.0.0.2", 0))  # another peer
+        write_frame(other, json.dumps({"op": "hello", "analyst": "alice",
+                                       "token": service.credentials["alice"].token}).encode())
+        assert json.loads(read_frame(other))["kind"] == "welcome"
+        for sock in silent + [other]:
+            sock.close()
