@@ -1,4 +1,5 @@
-"""Opening a session with a kernel: in-process (``protect``) or out-of-process (``connect``)."""
+"""Opening a session with a kernel: in-process (``protect``), in a child process (``kernel_process``), or served
+by the data owner (``connect``)."""
 
 from __future__ import annotations
 
