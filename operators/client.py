@@ -69,8 +69,12 @@ class AccessDeniedError(KernelError, PermissionError):
     """The served kernel does not know this credential, or it was revoked; nothing was done."""
 
 
+class ServerBusyError(KernelError, ConnectionError):
+    """The served kernel had no room for this connection (or cannot write its audit log); nothing was done."""
+
+
 _ERRORS = {"budget_exceeded": BudgetExceededError, "unknown_source": UnknownSourceError,
-           "unauthenticated": AccessDeniedError, "invalid_request": InvalidRequestError}
+           "unauthenticated": AccessDeniedError, "invalid_request": InvalidRequestError, "busy": ServerBusyError}
 
 
 def _error(reply: p.ErrorInfo) -> KernelError:
@@ -319,7 +323,18 @@ def _answer(reply: p.Answer) -> NoisyAnswer:
 def socket_transport(address: str, credential: Credential | None = None,
                      timeout: float | None = None) -> Callable[[str], str]:
     """A transport that sends each request over one connection to a serving kernel, opened with the analyst's
-    hello; over TCP it speaks TLS, trusting the CA in the credential."""
+    hello; over TCP it speaks TLS, trusting the CA in the credential. A server too busy to take the connection
+    (many analysts connecting at once) is tried again, backing off, for up to about 20 s."""
+    for wait in _RATE_WAITS:
+        try:
+            return _connection(address, credential, timeout)
+        except (ServerBusyError, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError):
+            if wait is None:
+                raise
+            time.sleep(wait * random.uniform(0.5, 1.5))
+
+
+def _connection(address: str, credential: Credential | None, timeout: float | None) -> Callable[[str], str]:
     family, where = parse_address(address)
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.settimeout(timeout)

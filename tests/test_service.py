@@ -498,3 +498,24 @@ def test_one_address_cannot_hold_every_connection_before_the_hello(folder):
         assert json.loads(read_frame(other))["kind"] == "welcome"
         for sock in silent + [other]:
             sock.close()
+
+
+def test_analysts_connecting_at_once_from_one_address_wait_their_turn(folder):
+    import ektelo_ng as ek
+
+    with running(folder, "tls", ServerLimits(opening=4, opening_per_peer=2)) as service:
+        barrier, sessions, errors = threading.Barrier(12), [], []
+
+        def connect(name):
+            barrier.wait()
+            try:
+                sessions.append(ek.connect(service.address, credential=service.credentials[name], timeout=30))
+            except Exception as error:
+                errors.append(error)
+
+        threads = [threading.Thread(target=connect, args=(["alice", "bob", "carol"][i % 3],)) for i in range(12)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == [] and all(s.budget.remaining for s in sessions) and len(sessions) == 12
