@@ -179,7 +179,7 @@ class Product(Matrix):
 
         if len(self.factors) == 2 and isinstance(self.factors[0], Diagonal) and self.factors[1].binary:
             w, B = self.factors[0].values, self.factors[1]
-            return B.T @ np.abs(w) if norm == "l1" else np.sqrt(B.T @ (w * w))
+            return B.T @ np.abs(w) if norm == "l1" else np.sqrt(np.maximum(B.T @ (w * w), 0.0))  # rounding: > -0
         return _column_norms_blockwise(self, norm)
 
     def dense(self) -> np.ndarray:
