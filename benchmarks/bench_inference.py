@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import main  # noqa: E402
 
 from kernel.matrix import Matrix  # noqa: E402
-from operators.inference import Measurement, known_total, least_squares, multiplicative_weights, nnls  # noqa: E402
+from operators.measurement import Measurement, known_total  # noqa: E402
+from operators.inference import least_squares, multiplicative_weights, nnls  # noqa: E402
 from operators.selection import classic  # noqa: E402
 from operators.workload import RandomRange  # noqa: E402
 

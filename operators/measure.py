@@ -15,15 +15,15 @@ import numpy as np
 
 from operators.client import Handle, NoisyAnswer
 from kernel.matrix import Matrix, Total
-from operators.inference import Measurement, map_to_root
+from operators.measurement import Measurement, map_to_root
 
 Amount = float | Fraction | str
 
 
 def _measurement(handle: Handle, matrix: Matrix, answer: NoisyAnswer) -> Measurement:
-    _, lineage = handle.to_base()
+    base, lineage = handle.to_base()
     mapped = map_to_root(matrix, [] if lineage is None else [lineage])
-    return Measurement(mapped, answer.values, math.sqrt(answer.variance))
+    return Measurement(mapped, answer.values, math.sqrt(answer.variance), answer.noise, base.id)
 
 
 def laplace(handle: Handle, matrix: Matrix, epsilon: Amount) -> Measurement:

@@ -24,7 +24,8 @@ import numpy as np
 from kernel.matrix import Identity, Matrix
 from operators import measure
 from operators.client import Handle
-from operators.inference import Measurement, ahp_threshold, least_squares
+from operators.measurement import Measurement
+from operators.inference import ahp_threshold, least_squares
 from operators.partition import ahp_cluster
 from plans.common import BudgetLike, by_signal, data_vector, epsilon_of, scale_or_noisy_total, signal_table, split_budget
 

@@ -15,7 +15,8 @@ from operators.client import Handle
 from kernel.matrix import Matrix
 from kernel.privacy import PureDP
 from operators import measure
-from operators.inference import Measurement, least_squares
+from operators.measurement import Measurement
+from operators.inference import least_squares
 
 BudgetLike = PureDP | float | int | Fraction | str
 

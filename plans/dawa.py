@@ -23,7 +23,8 @@ import scipy.sparse as sp
 from kernel.matrix import Matrix, Product, Sparse
 from operators import measure
 from operators.client import Handle
-from operators.inference import Measurement, least_squares
+from operators.measurement import Measurement
+from operators.inference import least_squares
 from operators.linalg import explicit_sparse
 from operators.partition import Partition, dawa_partition, hilbert_order, stripe
 from operators.selection.classic import EXPLICIT_NONZEROS, greedy_h

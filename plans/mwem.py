@@ -33,7 +33,8 @@ from kernel.matrix.threads import single_threaded_blas
 from operators import measure
 from operators import algebra
 from operators.client import Handle
-from operators.inference import SPARSE_NONZEROS, Measurement, known_total, multiplicative_weights, nnls
+from operators.measurement import SPARSE_NONZEROS, Measurement, known_total
+from operators.inference import multiplicative_weights, nnls
 from operators.linalg import explicit_sparse
 from operators.partition import workload_based
 from operators.selection import classic

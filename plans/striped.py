@@ -17,7 +17,8 @@ import numpy as np
 from kernel.matrix import Matrix
 from operators import measure
 from operators.client import Handle
-from operators.inference import Measurement, least_squares
+from operators.measurement import Measurement
+from operators.inference import least_squares
 from operators.partition import stripe
 from operators.selection import classic
 from plans.common import BudgetLike, data_vector, epsilon_of

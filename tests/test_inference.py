@@ -10,7 +10,8 @@ import scipy.optimize
 from kernel.matrix import Dense, Identity, Kronecker, Total
 from operators.matrices import Hierarchical, Prefix
 from operators import inference
-from operators.inference import Measurement, known_total, least_squares, map_to_root, multiplicative_weights, nnls
+from operators.measurement import Measurement, known_total, map_to_root
+from operators.inference import least_squares, multiplicative_weights, nnls
 from operators.partition import Partition
 from operators.selection import classic
 

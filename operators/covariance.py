@@ -1,0 +1,182 @@
+"""How noisy a least-squares estimate is: ``Cov(x_hat) = G^+`` with ``G = sum_i M_i^T M_i / sigma_i^2``.
+
+The minimum-norm weighted least-squares estimate ``x_hat = G^+ A^T D y`` (``A`` the stacked
+measurement matrices, ``D`` the inverse noise variances) has covariance ``G^+ G G^+ = G^+``, so an
+answer ``w^T x_hat`` has variance ``w^T G^+ w`` and error ``c^T e`` on the unit-variance noise
+``e = D^(1/2) (y - A x)`` with ``c = D^(1/2) A G^+ w``. (For a query outside the measured row
+space the answer is also biased: least squares assumes the unmeasured directions are zero.)
+
+``G^+`` is applied with the structure the measurements have, never as a dense ``n x n`` matrix
+unless ``n`` is small:
+
+- one Kronecker measurement (one factor: any 1-D strategy) with one noise level:
+  ``G^+ = sigma^2 / w^2 kron_i (A_i^T A_i)^+``, and for a Kronecker workload
+  ``diag(W G^+ W^T) = sigma^2 / w^2 kron_i diag(W_i (A_i^T A_i)^+ W_i^T)``: 10^6 answers from two
+  1000-cell factors;
+- otherwise, up to ``DENSE_LIMIT`` cells, ``G`` densely and its pseudo-inverse (``pinvh``);
+- beyond, one LSMR solve per answer (``c`` = the minimum-norm solution of ``D^(1/2) A^T``-system
+  ``A^T D^(1/2) c = w``), for at most ``SOLVE_LIMIT`` answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import scipy.linalg
+from scipy.sparse.linalg import lsmr
+
+from kernel.matrix import Kronecker, Matrix, VStack, Weighted
+from kernel.matrix.threads import single_threaded_blas
+from operators.algebra import rows
+from operators.linalg import explicit_sparse, gram_inverse_root
+from operators.measurement import stacked_system
+
+#: Largest factor (columns) whose Gram the Kronecker path pseudo-inverts densely.
+FACTOR_LIMIT = 4096
+#: Largest data vector whose Gram the general path pseudo-inverts densely (128 MB).
+DENSE_LIMIT = 4096
+#: Most answers the iterative path (one LSMR solve each) takes on.
+SOLVE_LIMIT = 20_000
+#: Entries of workload rows handled at once.
+CHUNK_ENTRIES = 1 << 22
+
+
+class LeastSquaresCovariance:
+    """``G^+`` of a set of measurements (objects with ``matrix``, ``weights`` = 1 / noise sd), applied with structure."""
+
+    def __init__(self, measurements: Sequence, size: int) -> None:
+        if not measurements:
+            raise ValueError("no measurements: nothing to take a covariance of")
+        self.measurements = list(measurements)
+        self.size = int(size)
+        self.factors = kronecker_gram_pinvs(self.measurements)
+        self._dense: np.ndarray | None = None
+
+    @property
+    def method(self) -> str:
+        """Which structure the covariance uses."""
+        if self.factors is not None:
+            return "kronecker"
+        return "dense" if self.size <= DENSE_LIMIT else "iterative"
+
+    def variances(self, W: Matrix) -> np.ndarray:
+        """``diag(W G^+ W^T)``: the variance of each of ``W``'s answers."""
+        self._check(W)
+        if self.factors is not None:
+            structured = self._kronecker_diagonal(W)
+            if structured is not None:
+                return structured
+        if self.method == "iterative":
+            return np.concatenate([np.sum(c * c, axis=1) for c in self._iterative_coefficients(W)])
+        return np.concatenate([np.sum(block * self._apply(block.T).T, axis=1) for block in _row_blocks(W)])
+
+    def coefficients(self, W: Matrix) -> Iterator[np.ndarray]:
+        """Blocks of rows ``c = D^(1/2) A G^+ w``: each answer's error on the unit-variance noise of every
+        measured row (the measurements' rows stacked in order)."""
+        self._check(W)
+        if self.method == "iterative":
+            yield from self._iterative_coefficients(W)
+            return
+        for block in _row_blocks(W):
+            solved = self._apply(block.T)
+            yield np.vstack([np.broadcast_to(m.weights, (m.matrix.shape[0],))[:, None] * (m.matrix @ solved)
+                             for m in self.measurements]).T
+
+    def _check(self, W: Matrix) -> None:
+        if W.shape[1] != self.size:
+            raise ValueError(f"the workload has {W.shape[1]} columns but the estimate has {self.size} cells")
+
+    def _apply(self, X: np.ndarray) -> np.ndarray:
+        """``G^+ X`` for a block of columns."""
+        if self.factors is not None:
+            scale, pinvs = self.factors
+            return scale * _kron_apply(pinvs, X)
+        if self._dense is None:
+            self._dense = _dense_gram_pinv(self.measurements, self.size)
+        return self._dense @ X
+
+    def _kronecker_diagonal(self, W: Matrix) -> np.ndarray | None:
+        scale, pinvs = self.factors
+        if isinstance(W, Weighted):
+            inner = self._kronecker_diagonal(W.base)
+            return None if inner is None else W.weight**2 * inner
+        if isinstance(W, VStack):
+            parts = [self._kronecker_diagonal(block) for block in W.blocks]
+            return None if any(p is None for p in parts) else np.concatenate(parts)
+        factors = W.factors if isinstance(W, Kronecker) else [W]
+        if [f.shape[1] for f in factors] != [p.shape[0] for p in pinvs]:
+            return None
+        diagonal = np.ones(1)
+        for factor, pinv in zip(factors, pinvs):
+            part = np.concatenate([np.sum(b * (pinv @ b.T).T, axis=1) for b in _row_blocks(factor)])
+            diagonal = np.multiply.outer(diagonal, part).ravel()
+        return scale * diagonal
+
+    def _iterative_coefficients(self, W: Matrix) -> Iterator[np.ndarray]:
+        if W.shape[0] > SOLVE_LIMIT:
+            raise ValueError(
+                f"error bars for {W.shape[0]} answers over {self.size} cells without Kronecker structure would take "
+                f"one iterative solve each (at most {SOLVE_LIMIT}): ask for fewer queries at a time"
+            )
+        operator, _ = stacked_system(self.measurements, self.size)
+        transpose = operator.adjoint()
+        with single_threaded_blas():
+            for block in _row_blocks(W):
+                yield np.stack([lsmr(transpose, w, atol=1e-12, btol=1e-12, maxiter=20 * self.size)[0] for w in block])
+
+
+def kronecker_gram_pinvs(measurements: Sequence) -> tuple[float, list[np.ndarray]] | None:
+    """``(sigma^2 / w^2, [(A_i^T A_i)^+])`` when the measurements are one (weighted) Kronecker product, or
+    one 1-D matrix, with one noise level and factors of at most ``FACTOR_LIMIT`` columns; else None."""
+    if len(measurements) != 1 or np.ndim(measurements[0].weights) != 0:
+        return None
+    (m,) = measurements
+    A, weight = m.matrix, 1.0
+    if isinstance(A, Weighted):
+        A, weight = A.base, A.weight
+    factors = A.factors if isinstance(A, Kronecker) else [A]
+    if weight == 0.0 or max(f.shape[1] for f in factors) > FACTOR_LIMIT:
+        return None
+    pinvs = []
+    for factor in factors:
+        root, _ = gram_inverse_root(factor)
+        pinvs.append(root @ root.T)
+    return 1.0 / (weight * float(m.weights)) ** 2, pinvs
+
+
+def _kron_apply(pinvs: Sequence[np.ndarray], X: np.ndarray) -> np.ndarray:
+    """``kron(pinvs) @ X`` one axis at a time."""
+    sizes = [p.shape[0] for p in pinvs]
+    tensor = X.reshape(*sizes, X.shape[1])
+    for axis, pinv in enumerate(pinvs):
+        tensor = np.moveaxis(np.tensordot(pinv, tensor, axes=(1, axis)), 0, axis)
+    return tensor.reshape(X.shape)
+
+
+def _dense_gram_pinv(measurements: Sequence, n: int) -> np.ndarray:
+    G = np.zeros((n, n))
+    for m in measurements:
+        weights = np.broadcast_to(m.weights, (m.matrix.shape[0],))
+        for start, block in _blocks_with_offsets(m.matrix):
+            scaled = block * weights[start : start + block.shape[0], None]
+            G += scaled.T @ scaled
+    return scipy.linalg.pinvh((G + G.T) / 2)
+
+
+def _row_blocks(W: Matrix) -> Iterator[np.ndarray]:
+    """``W``'s rows as dense blocks of at most ``CHUNK_ENTRIES`` entries."""
+    for _, block in _blocks_with_offsets(W):
+        yield block
+
+
+def _blocks_with_offsets(W: Matrix) -> Iterator[tuple[int, np.ndarray]]:
+    m, n = W.shape
+    step = max(1, CHUNK_ENTRIES // max(n, 1))
+    explicit = explicit_sparse(W, CHUNK_ENTRIES * 8)
+    for start in range(0, m, step):
+        stop = min(m, start + step)
+        if explicit is not None:
+            yield start, explicit[start:stop].toarray()
+        else:
+            yield start, rows(W, np.arange(start, stop))

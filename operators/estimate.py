@@ -1,0 +1,200 @@
+"""The one Estimate every plan and every strategy's ``reconstruct`` returns: answers with error bars.
+
+``answer(W)`` answers a workload from the estimate, ``variances(W)`` gives each answer's noise
+variance, ``intervals(W, level)`` a confidence interval per answer with the method that made it
+(``operators.intervals``: exact for Gaussian noise; numerically exact or a sound bound for
+Laplace), and ``to_frame`` / ``to_csv`` / ``to_json`` export all of it. ``note`` says what the error
+bars mean: for a data-dependent plan they are conditional on the choices it made privately (its
+partition, its queries), and for non-linear inference (multiplicative weights, thresholding,
+non-negativity) there are none (variances are NaN and the note says why).
+
+Two kinds exist: :class:`VectorEstimate` (a data vector from least squares over
+``Measurement`` objects) and the marginal estimates of ResidualPlanner and QuerySmasher, whose
+workload items are attribute sets or ``(attributes, matrix)`` queries.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from kernel.matrix import Identity, Matrix
+from operators.covariance import LeastSquaresCovariance
+from operators.intervals import Intervals, bound_halfwidths, check_level, laplace_halfwidth, normal_halfwidths
+from operators.measurement import Measurement
+
+IntervalMethod = Literal["auto", "exact", "bound"]
+
+#: ``auto`` computes exact Laplace intervals when answers x measured rows is at most this.
+EXACT_WORK = 1 << 24
+#: ... and there are at most this many answers (each costs a few ms of numerical integration).
+EXACT_ANSWERS = 5_000
+
+
+class Estimate(ABC):
+    """Answers to workloads, each with its variance and a confidence interval (see the module docstring)."""
+
+    note: str = ""
+
+    @abstractmethod
+    def answer(self, W=None) -> np.ndarray:
+        """The estimate's answers to ``W`` (default: the workload the plan was run with, or every cell)."""
+
+    @abstractmethod
+    def variances(self, W=None) -> np.ndarray:
+        """Each answer's noise variance (NaN where the estimate cannot say: see ``note``)."""
+
+    @abstractmethod
+    def intervals(self, W=None, level: float = 0.95, method: IntervalMethod = "auto") -> Intervals:
+        """Confidence intervals at ``level`` for the answers to ``W``."""
+
+    def labels(self, W=None) -> list[str]:
+        """A name per answer for exports (query indices unless the estimate knows better)."""
+        return [str(i) for i in range(len(self.answer(W)))]
+
+    def records(self, W=None, level: float = 0.95) -> list[dict]:
+        """One dict per answer: query, answer, variance, std, lower, upper, level, method."""
+        found = self.intervals(W, level)
+        variances = self.variances(W)
+        return [
+            {"query": label, "answer": float(a), "variance": float(v), "std": math.sqrt(v) if v >= 0 else math.nan,
+             "lower": float(lo), "upper": float(hi), "level": found.level, "method": found.method}
+            for label, a, v, lo, hi in zip(self.labels(W), found.answers, variances, found.lower, found.upper)
+        ]
+
+    def to_frame(self, W=None, level: float = 0.95):
+        """The records as a pandas DataFrame (needs pandas)."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("to_frame needs pandas (pip install pandas); to_csv and to_json do not") from None
+        return pandas.DataFrame.from_records(self.records(W, level))
+
+    def to_csv(self, path=None, W=None, level: float = 0.95) -> str | None:
+        """The records as CSV, written to ``path`` (or returned as a string when no path is given)."""
+        records = self.records(W, level)
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(records[0]) if records else ["query"], lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(records)
+        if path is None:
+            return buffer.getvalue()
+        with open(path, "w", encoding="utf-8", newline="") as out:
+            out.write(buffer.getvalue())
+        return None
+
+    def to_json(self, W=None, level: float = 0.95) -> str:
+        """The note and the records as a JSON document (NaN written as null)."""
+        records = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
+                   for r in self.records(W, level)]
+        return json.dumps({"note": self.note, "answers": records})
+
+
+def intervals_from(answers: np.ndarray, variances: np.ndarray, level: float, half: np.ndarray, method: str) -> Intervals:
+    """Intervals ``answers +- half`` (NaN where a variance is NaN)."""
+    answers = np.asarray(answers, dtype=np.float64)
+    half = np.where(np.isnan(variances), np.nan, half)
+    return Intervals(answers, answers - half, answers + half, check_level(level), method)
+
+
+def unavailable(answers: np.ndarray, level: float, why: str) -> Intervals:
+    """NaN intervals that say why there are none."""
+    nan = np.full(np.shape(answers), np.nan)
+    return Intervals(np.asarray(answers, dtype=np.float64), nan, nan, check_level(level), f"unavailable: {why}")
+
+
+class VectorEstimate(Estimate):
+    """An estimated data vector ``x`` and the measurements it was fitted to (least squares).
+
+    ``np.asarray(estimate)`` is ``x``. Error bars come from the least-squares covariance of the
+    measurements (``operators.covariance``); give ``measurements=()`` when ``x`` came from a
+    non-linear inference, and say why in ``note``.
+    """
+
+    def __init__(self, x: np.ndarray, measurements: Sequence[Measurement] = (), *, workload: Matrix | None = None,
+                 shape: Sequence[int] | None = None, note: str = "") -> None:
+        self.x = np.asarray(x, dtype=np.float64).ravel()
+        self.measurements = tuple(measurements)
+        self.workload = workload
+        self.shape = tuple(shape) if shape is not None else (self.x.size,)
+        self.note = note or ("least squares: unbiased for queries the measurements determine"
+                             if self.measurements else "no error bars")
+        self._covariance = LeastSquaresCovariance(self.measurements, self.x.size) if self.measurements else None
+
+    def __array__(self, dtype=None, copy=None):
+        return self.x if dtype is None else self.x.astype(dtype)
+
+    def __len__(self) -> int:
+        return self.x.size
+
+    def __repr__(self) -> str:
+        return f"VectorEstimate({self.x.size} cells, {len(self.measurements)} measurements; {self.note})"
+
+    @property
+    def noise(self) -> frozenset[str]:
+        """The kinds of noise in the measurements."""
+        return frozenset(m.noise for m in self.measurements)
+
+    def _workload(self, W) -> Matrix:
+        if W is None:
+            W = self.workload if self.workload is not None else Identity(self.x.size)
+        if not isinstance(W, Matrix):
+            raise TypeError(f"a workload must be a Matrix over the {self.x.size} cells, got {type(W).__name__}")
+        if W.shape[1] != self.x.size:
+            raise ValueError(f"the workload has {W.shape[1]} columns but the estimate has {self.x.size} cells")
+        return W
+
+    def answer(self, W=None) -> np.ndarray:
+        return np.asarray(self._workload(W) @ self.x, dtype=np.float64)
+
+    def variances(self, W=None) -> np.ndarray:
+        W = self._workload(W)
+        if self._covariance is None:
+            return np.full(W.shape[0], np.nan)
+        return self._covariance.variances(W)
+
+    def intervals(self, W=None, level: float = 0.95, method: IntervalMethod = "auto") -> Intervals:
+        W = self._workload(W)
+        level = check_level(level)
+        answers = self.answer(W)
+        if self._covariance is None:
+            return unavailable(answers, level, self.note)
+        if method not in ("auto", "exact", "bound"):
+            raise ValueError(f"method must be 'auto', 'exact' or 'bound', got {method!r}")
+        variances = self.variances(W)
+        if self.noise == {"gaussian"}:
+            return intervals_from(answers, variances, level, normal_halfwidths(variances, level), "exact (Gaussian)")
+        rows = sum(m.matrix.shape[0] for m in self.measurements)
+        affordable = W.shape[0] <= EXACT_ANSWERS and W.shape[0] * rows <= EXACT_WORK
+        if method == "bound" or (method == "auto" and not affordable):
+            return intervals_from(answers, variances, level, bound_halfwidths(variances, level),
+                                  "sound bound (Chernoff, from the variance; wider than exact)")
+        half = self._laplace_halfwidths(W, level)
+        return intervals_from(answers, variances, level, half, "exact (numerical, Laplace combination)")
+
+    def _laplace_halfwidths(self, W: Matrix, level: float) -> np.ndarray:
+        """Numerically exact half-widths from each answer's noise coefficients (equal laws computed once)."""
+        laplace = np.concatenate([np.full(m.matrix.shape[0], m.noise == "laplace") for m in self.measurements])
+        found: dict[tuple, float] = {}
+        half = []
+        for block in self._covariance.coefficients(W):
+            for c in block:
+                sd = math.sqrt(float(c @ c))
+                if sd == 0:
+                    half.append(0.0)
+                    continue
+                unit = c / sd  # laws equal up to scale share one integration
+                scales = np.sort(np.round(np.abs(unit[laplace]) / math.sqrt(2), 10))
+                gaussian = float(np.round(unit[~laplace] @ unit[~laplace], 10))
+                key = (scales[scales > 0].tobytes(), gaussian)
+                if key not in found:
+                    found[key] = laplace_halfwidth(scales, gaussian, level)
+                half.append(sd * found[key])
+        return np.asarray(half)

@@ -1,0 +1,152 @@
+"""Error bars: the least-squares covariance against dense algebra, and the interval laws against closed forms."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernel.matrix import Dense, Identity, Kronecker, Total, VStack
+from operators import covariance
+from operators.estimate import VectorEstimate
+from operators.inference import least_squares
+from operators.intervals import (
+    bound_halfwidths, central_probability, chernoff_factor, laplace_halfwidth, normal_halfwidths,
+)
+from operators.matrices import Prefix
+from operators.measurement import Measurement
+from operators.selection import classic
+
+
+def dense_variances(measurements, W):
+    """diag(W G^+ W^T) with G = sum M^T M / sigma^2, all dense."""
+    G = sum(m.matrix.dense().T @ np.diag(np.broadcast_to(m.weights, m.answers.shape) ** 2) @ m.matrix.dense()
+            for m in measurements)
+    Wd = W.dense()
+    return np.einsum("ij,jk,ik->i", Wd, np.linalg.pinv(G), Wd)
+
+
+def measured(A, sd, noise="laplace", seed=0):
+    rng = np.random.default_rng(seed)
+    return Measurement(A, rng.normal(size=A.shape[0]), sd, noise)
+
+
+def test_single_laplace_matches_its_closed_form():
+    for x in (0.1, 1.0, 4.0):
+        assert central_probability(x, np.array([1.0]), 0.0) == pytest.approx(1 - math.exp(-x), abs=1e-9)
+    assert laplace_halfwidth(np.array([2.0]), 0.0, 0.95) == pytest.approx(2.0 * math.log(20), rel=1e-8)
+
+
+def test_sum_of_two_laplace_matches_its_closed_form():
+    # density (1 + |s|) exp(-|s|) / 4, so P(|S| <= x) = 1 - (1 + x / 2) exp(-x)
+    for x in (0.5, 2.0, 5.0):
+        assert central_probability(x, np.array([1.0, 1.0]), 0.0) == pytest.approx(1 - (1 + x / 2) * math.exp(-x), abs=1e-9)
+
+
+def test_gaussian_part_alone_is_normal():
+    assert central_probability(1.959963984540054, np.array([]), 4.0 / 4.0) == pytest.approx(0.95, abs=1e-9)
+    assert normal_halfwidths(np.array([4.0]), 0.95)[0] == pytest.approx(2 * 1.959963984540054)
+
+
+def test_many_small_laplace_terms_approach_the_normal_quantile():
+    q = laplace_halfwidth(np.full(400, 1.0), 0.0, 0.9)
+    assert q / math.sqrt(800) == pytest.approx(1.6448536, rel=2e-3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0.01, 10.0), min_size=1, max_size=12), st.floats(0.0, 5.0), st.sampled_from([0.5, 0.9, 0.95, 0.99]))
+def test_chernoff_bound_is_never_narrower_than_the_exact_interval(scales, gaussian, level):
+    scales = np.array(scales)
+    variance = 2 * float(scales @ scales) + gaussian
+    exact = laplace_halfwidth(scales, gaussian, level)
+    assert bound_halfwidths(np.array([variance]), level)[0] >= exact
+    assert central_probability(exact, scales, gaussian) == pytest.approx(level, abs=1e-7)
+
+
+def test_chernoff_factor_solves_its_equation():
+    k = chernoff_factor(0.95)
+    u = np.linspace(1e-6, 1 - 1e-6, 200001)
+    assert 2 * np.exp(np.min(-u * k + u * u / (1 - u * u))) == pytest.approx(0.05, rel=1e-4)
+
+
+@pytest.mark.parametrize("level", [0, 1, 1.5, -0.1, "0.9", True])
+def test_levels_outside_zero_one_are_refused(level):
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        normal_halfwidths(np.array([1.0]), level)
+
+
+def test_kronecker_path_matches_dense_on_a_kronecker_workload():
+    A = Kronecker([classic.hb((12,)), Identity(5)]) * 0.5
+    W = VStack([Kronecker([Prefix(12), Total(5)]), Kronecker([Identity(12), Prefix(5)]) * 3.0])
+    m = [measured(A, 2.0)]
+    cov = covariance.LeastSquaresCovariance(m, 60)
+    assert cov.method == "kronecker"
+    np.testing.assert_allclose(cov.variances(W), dense_variances(m, W), rtol=1e-9)
+
+
+def test_kronecker_path_with_a_workload_without_that_structure():
+    A = Kronecker([classic.hb((12,)), Identity(5)])
+    W = Dense(np.random.default_rng(1).normal(size=(7, 60)))
+    m = [measured(A, 1.5)]
+    np.testing.assert_allclose(covariance.LeastSquaresCovariance(m, 60).variances(W), dense_variances(m, W), rtol=1e-9)
+
+
+def test_dense_path_matches_with_several_measurements_and_per_row_noise():
+    m = [measured(classic.h2((40,)), 1.0), measured(Prefix(40), np.linspace(1, 3, 40), "gaussian"),
+         measured(Total(40), 0.5)]
+    W = VStack([Prefix(40), Identity(40)])
+    cov = covariance.LeastSquaresCovariance(m, 40)
+    assert cov.method == "dense"
+    np.testing.assert_allclose(cov.variances(W), dense_variances(m, W), rtol=1e-8)
+
+
+def test_iterative_path_matches_dense(monkeypatch):
+    monkeypatch.setattr(covariance, "DENSE_LIMIT", 10)
+    m = [measured(classic.h2((30,)), 1.0), measured(Identity(30), 2.0)]
+    W = Prefix(30)
+    cov = covariance.LeastSquaresCovariance(m, 30)
+    assert cov.method == "iterative"
+    np.testing.assert_allclose(cov.variances(W), dense_variances(m, W), rtol=1e-6)
+
+
+@pytest.mark.parametrize("measurements", [
+    [measured(classic.hb((20,)), 2.0)],
+    [measured(classic.h2((20,)), 1.0), measured(Identity(20), 3.0, "gaussian")],
+])
+def test_noise_coefficients_reproduce_the_estimate_error(measurements):
+    """c^T e, with e the unit-variance noise, is exactly the estimate's error on every query."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 50, 20).astype(float)
+    noise = [rng.normal(size=m.answers.size) for m in measurements]
+    noisy = [Measurement(m.matrix, m.matrix @ x + e * m.noise_std, m.noise_std, m.noise) for m, e in zip(measurements, noise)]
+    W = Prefix(20)
+    error = W @ least_squares(noisy) - W @ x
+    c = np.vstack(list(covariance.LeastSquaresCovariance(noisy, 20).coefficients(W)))
+    np.testing.assert_allclose(c @ np.concatenate(noise), error, atol=1e-8)
+    np.testing.assert_allclose(np.sum(c * c, axis=1), dense_variances(noisy, W), rtol=1e-8)
+
+
+def test_vector_estimate_reports_and_exports():
+    m = measured(classic.hb((16,)), 2.0)
+    estimate = VectorEstimate(least_squares([m]), [m], workload=Prefix(16))
+    assert np.asarray(estimate).shape == (16,)
+    found = estimate.intervals(level=0.9)
+    assert found.method.startswith("exact")
+    assert np.all(found.lower < found.answers) and np.all(found.answers < found.upper)
+    text = estimate.to_csv()
+    assert text.splitlines()[0] == "query,answer,variance,std,lower,upper,level,method"
+    assert len(text.splitlines()) == 17
+
+
+def test_estimate_without_measurements_says_why():
+    estimate = VectorEstimate(np.ones(4), note="multiplicative weights: no error bars")
+    assert np.all(np.isnan(estimate.variances()))
+    assert estimate.intervals().method == "unavailable: multiplicative weights: no error bars"
+    assert '"variance": null' in estimate.to_json()
+
+
+def test_wrong_workload_width_is_refused_clearly():
+    m = measured(Identity(4), 1.0)
+    with pytest.raises(ValueError, match="5 columns but the estimate has 4 cells"):
+        VectorEstimate(m.answers, [m]).variances(Identity(5))
