@@ -110,7 +110,7 @@ def measure_reconstruct_kron_1e8():
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
     print(json.dumps({
         "name": "measure_reconstruct_kron_1e8", "seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2),
-        "cells": int(estimate.size), "target_seconds": 60,
+        "cells": int(estimate.x.size), "target_seconds": 60,
         "peak_memory_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2), "target_memory_gb": 24,
         "budget_spent": str(session.budget.spent.epsilon),
     }), flush=True)

@@ -64,7 +64,7 @@ def _least_squares_case(build, extra=lambda n: []):
 
 
 def nnls_h2() -> dict:
-    A = classic.h2(1024)
+    A = classic.h2(1024).matrix
     x, m = _measure(A)
     measurements = [m, known_total(1024, float(x.sum()), 1e-2)]
     start = time.perf_counter()
@@ -75,7 +75,7 @@ def nnls_h2() -> dict:
 
 
 def mw_h2() -> dict:
-    A = classic.h2(4096)
+    A = classic.h2(4096).matrix
     x, m = _measure(A)
     start = time.perf_counter()
     estimate = multiplicative_weights([m], float(x.sum()), iterations=50)
@@ -85,17 +85,17 @@ def mw_h2() -> dict:
 def greedy_h_dpbench() -> dict:
     W = RandomRange(4096, 1000, seed=0)
     start = time.perf_counter()
-    A = classic.greedy_h(W)
+    A = classic.greedy_h(W).matrix
     return {"seconds": round(time.perf_counter() - start, 3), "queries": A.shape[0], "sensitivity": A.sensitivity()}
 
 
 CASES = {
-    "ls_quadtree_256": _least_squares_case(lambda: classic.quadtree((256, 256))),
+    "ls_quadtree_256": _least_squares_case(lambda: classic.quadtree((256, 256)).matrix),
     "ls_quadtree_256_known_total": _least_squares_case(
-        lambda: classic.quadtree((256, 256)), lambda n: [known_total(n, 5.0 * n, 1.0)]
+        lambda: classic.quadtree((256, 256)).matrix, lambda n: [known_total(n, 5.0 * n, 1.0)]
     ),
-    "ls_hb_256": _least_squares_case(lambda: classic.hb((256, 256))),
-    "ls_h2xh2_2048": _least_squares_case(lambda: classic.h2((2048, 2048))),
+    "ls_hb_256": _least_squares_case(lambda: classic.hb((256, 256)).matrix),
+    "ls_h2xh2_2048": _least_squares_case(lambda: classic.h2((2048, 2048)).matrix),
     "nnls_h2_1024_known_total": nnls_h2,
     "mw_h2_4096": mw_h2,
     "select_greedy_h_4096": greedy_h_dpbench,

@@ -68,7 +68,7 @@ def reconstruct(d: int, n: int, records: int = 10_000, seed: int = 0) -> dict:
         return np.bincount(cells, minlength=n ** len(subset)).astype(float)
 
     start = time.perf_counter()
-    answers = strategy.reconstruct(strategy.measure(marginal, rng)).answers()
+    answers = strategy.simulate(marginal, strategy.budget, rng).answers()
     seconds = time.perf_counter() - start
     truth = np.concatenate([m @ marginal(tuple(a)) for a, m in workload])
     return {

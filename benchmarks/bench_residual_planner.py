@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from operators.residual import batched_residual_answers
+from operators.residual import ResidualReconstruction, SubsetFamily, batched_residual_answers
 from operators.selection.residual_planner import ResidualPlannerStrategy, residual_planner
 
 
@@ -89,8 +89,9 @@ def reconstruct(strategy: ResidualPlannerStrategy, d: int, seed: int = 0) -> Non
     omegas = simulate(strategy, records, rng)
     simulated = time.perf_counter() - start
     marginals = workload(d)
+    family = SubsetFamily.closure(strategy.residual_sets, d)
     start = time.perf_counter()
-    estimates = strategy.reconstruct(omegas).marginals(marginals)
+    estimates = ResidualReconstruction(strategy.domain, family, omegas).marginals(marginals)
     seconds = time.perf_counter() - start
     # quality: squared error / predicted variance on a sample of 3-way marginals (expect ~1)
     sample = [marginals[i] for i in rng.choice(np.arange(1 + d + math.comb(d, 2), len(marginals)), 500)]

@@ -27,8 +27,8 @@ from common import main  # noqa: E402
 
 import ektelo_ng as ek  # noqa: E402
 from operators.residual import SubsetFamily  # noqa: E402
-from operators.selection.residual_planner import residual_planner as select  # noqa: E402
-from plans.residual_planner import ResidualPlannerEstimate, count_hosts, measure_hosts, plan_hosts  # noqa: E402
+from operators.selection.residual_hosts import count_hosts, decode, measure_hosts, plan_hosts  # noqa: E402
+from operators.selection.residual_planner import ResidualPlannerEstimate, residual_planner as select  # noqa: E402
 
 ROWS = 100_000
 SIZE = 10
@@ -66,9 +66,11 @@ def _pipeline(d: int, max_host_cells: int = 10_000) -> dict:
     lap("plan_hosts_s")
     vectors = count_hosts(source, hosts)
     lap("count_s")
-    omegas, applied = measure_hosts(vectors, hosts, strategy, budget.rho)
+    planned = strategy.noise_scales()
+    measurements = measure_hosts(vectors, hosts, planned, source.domain.sizes, budget.rho)
+    omegas, applied = decode(measurements, family, planned, source.domain.sizes)
     lap("measure_s")
-    estimate = ResidualPlannerEstimate(strategy, family, omegas, applied, hosts)
+    estimate = ResidualPlannerEstimate(strategy, omegas, applied, measurements)
     del omegas
     for start in range(0, len(workload), CHUNK):
         estimate.marginals(workload[start : start + CHUNK])

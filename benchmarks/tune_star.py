@@ -5,7 +5,7 @@ DPBench files the plans are later compared on. For every shape, signal eps * N, 
 script samples N = signal / eps records (``dpbench.data.sample``), coarsens them to the domain
 (``dpbench.data.coarsen``), protects the table, and runs
 
-- MWEM (``plans.mwem.run`` with the public scale N) for every T in ROUNDS,
+- MWEM (``plans.mwem.mwem`` with the public scale N) for every T in ROUNDS,
 - AHP (``plans.ahp.ahp``) for every (rho, eta) in RHOS x ETAS,
 
 on the Prefix workload, scoring each run by DPBench's scaled L2 error
@@ -51,9 +51,9 @@ def candidates(plan: str) -> list:
 
 def estimate(plan: str, source, workload, epsilon: float, parameter, records: int) -> np.ndarray:
     if plan == "MWEM*":
-        return mwem.run(source, workload, epsilon, rounds=parameter, scale=records).x
+        return mwem.mwem(source, workload, epsilon, rounds=parameter, scale=records).x
     rho, eta = parameter
-    return ahp.ahp(source, workload, epsilon, rho=rho, eta=eta)
+    return ahp.ahp(source, workload, epsilon, selection_share=rho, eta=eta).x
 
 
 def sweep(plans: list[str], domain: int, epsilon: float, seeds: int) -> dict:

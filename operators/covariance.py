@@ -21,6 +21,7 @@ unless ``n`` is small:
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import cached_property
 
 import numpy as np
 import scipy.linalg
@@ -50,8 +51,12 @@ class LeastSquaresCovariance:
             raise ValueError("no measurements: nothing to take a covariance of")
         self.measurements = list(measurements)
         self.size = int(size)
-        self.factors = kronecker_gram_pinvs(self.measurements)
         self._dense: np.ndarray | None = None
+
+    @cached_property
+    def factors(self) -> tuple[float, list[np.ndarray]] | None:
+        """The Kronecker factors of ``G^+`` when the measurements have that structure (computed on first use)."""
+        return kronecker_gram_pinvs(self.measurements)
 
     @property
     def method(self) -> str:

@@ -1,30 +1,37 @@
-"""Domains as clients may give them: a kernel ``Domain``, a plain list of attribute sizes, or one size.
+"""Domains as clients may give them: a kernel ``Domain``, a list of attribute sizes, a mapping of
+names to sizes (or to value labels), or one size.
 
 The kernel only ever receives ``Domain`` models; accepting the shorthands is client convenience.
 
 >>> as_domain([2, 3]).names
 ('a0', 'a1')
+>>> as_domain({"age": 100, "sex": 2}).sizes
+(100, 2)
 >>> shape_sizes(5), shape_sizes([4, 4])
 ((5,), (4, 4))
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Union
 
 from kernel.domain import Domain
 
-DomainLike = Union[Domain, Sequence[int]]
+DomainLike = Union[Domain, Sequence[int], Mapping[str, int]]
 Shape = Union[int, DomainLike]
 
 
 def as_domain(domain: DomainLike) -> Domain:
-    """Accept a Domain or a plain list of attribute sizes."""
+    """Accept a Domain, a list of attribute sizes, or a mapping of names to sizes (or value labels)."""
     if isinstance(domain, Domain):
         return domain
+    if isinstance(domain, Mapping):
+        return Domain.from_dict(dict(domain))
     if isinstance(domain, (str, bytes)) or not isinstance(domain, Iterable):
-        raise TypeError(f"expected a Domain or a list of attribute sizes, got {type(domain).__name__}")
+        raise TypeError(
+            f"expected a Domain, a list of attribute sizes or a mapping of names to sizes, got {type(domain).__name__}"
+        )
     return Domain.from_sizes(list(domain))
 
 

@@ -24,7 +24,7 @@ import scipy.linalg
 
 from kernel.matrix import Identity, Kronecker, Matrix, VStack, Weighted
 from operators.algebra import frobenius_squared, gram
-from operators.selection.strategy import Noise
+from operators.measurement import NoiseKind as Noise
 
 #: Largest dense Gram side the generic path will build (n x n doubles).
 DENSE_LIMIT = 8192

@@ -21,6 +21,7 @@ import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -114,19 +115,19 @@ class VectorEstimate(Estimate):
     """An estimated data vector ``x`` and the measurements it was fitted to (least squares).
 
     ``np.asarray(estimate)`` is ``x``. Error bars come from the least-squares covariance of the
-    measurements (``operators.covariance``); give ``measurements=()`` when ``x`` came from a
-    non-linear inference, and say why in ``note``.
+    measurements (``operators.covariance``); give ``error_bars=False`` when ``x`` came from a
+    non-linear inference (the measurements are kept to inspect), and say why in ``note``.
     """
 
     def __init__(self, x: np.ndarray, measurements: Sequence[Measurement] = (), *, workload: Matrix | None = None,
-                 shape: Sequence[int] | None = None, note: str = "") -> None:
+                 note: str = "", error_bars: bool = True) -> None:
         self.x = np.asarray(x, dtype=np.float64).ravel()
         self.measurements = tuple(measurements)
         self.workload = workload
-        self.shape = tuple(shape) if shape is not None else (self.x.size,)
+        error_bars = error_bars and bool(self.measurements)
         self.note = note or ("least squares: unbiased for queries the measurements determine"
-                             if self.measurements else "no error bars")
-        self._covariance = LeastSquaresCovariance(self.measurements, self.x.size) if self.measurements else None
+                             if error_bars else "no error bars")
+        self._covariance = LeastSquaresCovariance(self.measurements, self.x.size) if error_bars else None
 
     def __array__(self, dtype=None, copy=None):
         return self.x if dtype is None else self.x.astype(dtype)
@@ -182,7 +183,6 @@ class VectorEstimate(Estimate):
     def _laplace_halfwidths(self, W: Matrix, level: float) -> np.ndarray:
         """Numerically exact half-widths from each answer's noise coefficients (equal laws computed once)."""
         laplace = np.concatenate([np.full(m.matrix.shape[0], m.noise == "laplace") for m in self.measurements])
-        found: dict[tuple, float] = {}
         half = []
         for block in self._covariance.coefficients(W):
             for c in block:
@@ -193,8 +193,11 @@ class VectorEstimate(Estimate):
                 unit = c / sd  # laws equal up to scale share one integration
                 scales = np.sort(np.round(np.abs(unit[laplace]) / math.sqrt(2), 10))
                 gaussian = float(np.round(unit[~laplace] @ unit[~laplace], 10))
-                key = (scales[scales > 0].tobytes(), gaussian)
-                if key not in found:
-                    found[key] = laplace_halfwidth(scales, gaussian, level)
-                half.append(sd * found[key])
+                half.append(sd * _unit_halfwidth(scales[scales > 0].tobytes(), gaussian, level))
         return np.asarray(half)
+
+
+@lru_cache(maxsize=1 << 14)
+def _unit_halfwidth(scales: bytes, gaussian: float, level: float) -> float:
+    """``laplace_halfwidth`` of a unit-variance law, remembered: the same strategy gives the same laws."""
+    return laplace_halfwidth(np.frombuffer(scales), gaussian, level)

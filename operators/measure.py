@@ -9,12 +9,14 @@ can combine measurements taken anywhere in a plan.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
 
 from operators.client import Handle, NoisyAnswer
 from kernel.matrix import Matrix, Total
+from kernel.privacy import ZCDP
 from operators.measurement import Measurement, map_to_root
 
 Amount = float | Fraction | str
@@ -24,6 +26,21 @@ def _measurement(handle: Handle, matrix: Matrix, answer: NoisyAnswer) -> Measure
     base, lineage = handle.to_base()
     mapped = map_to_root(matrix, [] if lineage is None else [lineage])
     return Measurement(mapped, answer.values, math.sqrt(answer.variance), answer.noise, base.id)
+
+
+def data_vector(source: Handle, shape: Sequence[int] | None = None) -> tuple[Handle, tuple[int, ...]]:
+    """The vector handle to measure and its shape: vectorize a table handle, or take a vector handle as it is."""
+    if source.kind == "table":
+        dims = tuple(source.domain.sizes)
+        vector = source.vectorize()
+    else:
+        vector, dims = source, (source.size,)
+    if shape is not None:
+        shape = tuple(int(s) for s in shape)
+        if math.prod(shape) != vector.size:
+            raise ValueError(f"shape {shape} has {math.prod(shape)} cells but the vector has {vector.size}")
+        dims = shape
+    return vector, dims
 
 
 def laplace(handle: Handle, matrix: Matrix, epsilon: Amount) -> Measurement:
@@ -44,3 +61,14 @@ def noisy_count(handle: Handle, epsilon: Amount) -> Measurement:
 def worst_approx(handle: Handle, workload: Matrix, estimate: np.ndarray, epsilon: Amount) -> int:
     """Index of a badly approximated workload query, chosen privately (exponential mechanism)."""
     return handle.worst_approx(workload, estimate, epsilon)
+
+
+def require_table_and_zcdp(source: Handle, budget, who: str) -> None:
+    """Marginal plans measure projections of a table with Gaussian noise: refuse anything else, clearly."""
+    if getattr(source, "kind", None) != "table":
+        raise ValueError(f"{who} measures projections of a table: give the table handle (session.source)")
+    if not isinstance(budget, ZCDP):
+        raise ValueError(
+            f"{who} adds Gaussian noise, which needs zCDP: give a ZCDP budget (e.g. ZCDP(rho)) from a session "
+            "protected with a ZCDP budget; a pure epsilon corresponds to rho = epsilon^2 / 2"
+        )

@@ -2,7 +2,9 @@
 
 A ``Measurement`` is a query matrix over the ROOT data vector, its noisy answers, the noise's
 kind (``"laplace"`` or ``"gaussian"``) and standard deviation (one number, or one per row), and
-the id of the root source whose vector the matrix reads. Measurements taken on derived sources
+the id of the root source whose vector the matrix reads. Marginal strategies (ResidualPlanner,
+QuerySmasher) measure marginals of a table rather than one data vector: their measurements name
+the marginal's attributes (positions), and the matrix reads that marginal's cells. Measurements taken on derived sources
 map back to the root through their lineage (``map_to_root``: a reduced vector x' = P x, a split
 part x_i = S_i x, any linear transform x' = T x), so one solve uses everything (ektelo section
 5.5). Public knowledge enters as a measurement with tiny noise (``known_total``).
@@ -38,6 +40,7 @@ class Measurement:
     noise_std: float | np.ndarray
     noise: NoiseKind = "gaussian"
     source: str | None = None
+    attributes: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         answers = np.asarray(self.answers, dtype=np.float64).ravel()
@@ -60,7 +63,7 @@ class Measurement:
 
     def on(self, matrix: Matrix) -> Measurement:
         """The same answers and noise, read as answers to ``matrix`` (a re-expression of this one's query)."""
-        return Measurement(matrix, self.answers, self.noise_std, self.noise, self.source)
+        return Measurement(matrix, self.answers, self.noise_std, self.noise, self.source, self.attributes)
 
 
 def known_total(n: int, total: float, noise_std: float = 1e-4) -> Measurement:

@@ -2,13 +2,13 @@
 measure one noisy count per group and spread it evenly.
 
 The private partition is rebuilt from vetted pieces (ektelo notes: Identity -> Laplace ->
-threshold -> public clustering): rho * eps buys a noisy histogram, small noisy counts are zeroed
+threshold -> public clustering): selection_share * eps buys a noisy histogram, small noisy counts are zeroed
 (``ahp_threshold``), and ``ahp_cluster`` groups the thresholded values, sizing its error trade-off
-for the (1 - rho) * eps that will measure the groups. The vector reduced by that partition is
-measured with (1 - rho) * eps; least squares through the reduction's lineage returns the
+for the (1 - selection_share) * eps that will measure the groups. The vector reduced by that partition is
+measured with (1 - selection_share) * eps; least squares through the reduction's lineage returns the
 minimum-norm solution, which is exactly AHP's uniform expansion within each group.
 
-``ahp_star`` is DPBench's AHP*: rho and eta read from a tuned table of the signal strength
+``ahp_star`` is DPBench's AHP*: selection_share and eta read from a tuned table of the signal strength
 eps * N (``AHP_STAR_PARAMETERS``). AHP itself does not need N; AHP* takes it as ``scale``, or
 spends ``total_share`` of the budget on a noisy total (kept as one more measurement).
 """
@@ -19,40 +19,42 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
-import numpy as np
 
 from kernel.matrix import Identity, Matrix
 from operators import measure
 from operators.client import Handle
 from operators.measurement import Measurement
-from operators.inference import ahp_threshold, least_squares
+from operators.estimate import VectorEstimate
+from operators.inference import ahp_threshold
 from operators.partition import ahp_cluster
-from plans.common import BudgetLike, by_signal, data_vector, epsilon_of, scale_or_noisy_total, signal_table, split_budget
+from plans.common import (
+    CONDITIONAL, BudgetLike, by_signal, epsilon_of, scale_or_noisy_total, signal_table, solved, split_budget,
+)
 
 
-def ahp(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
-        rho: float | Fraction | str = 0.85, eta: float = 0.35) -> np.ndarray:
-    """AHP: noisy histogram (rho eps), threshold at eta ln(n) / (rho eps), cluster, measure the
-    groups ((1 - rho) eps), least squares. Works on the flattened vector in any dimension."""
-    vector, _ = data_vector(source, shape)
-    return _ahp(vector, epsilon_of(budget), rho, eta)
+def ahp(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+        selection_share: float | Fraction | str = 0.85, eta: float = 0.35) -> VectorEstimate:
+    """AHP: noisy histogram (selection_share eps), threshold at eta ln(n) / (selection_share eps), cluster, measure the
+    groups ((1 - selection_share) eps), least squares. Works on the flattened vector in any dimension."""
+    vector, _ = measure.data_vector(source, shape)
+    return _ahp(vector, workload, epsilon_of(budget), selection_share, eta)
 
 
-def _ahp(vector: Handle, epsilon: Fraction, rho: float | Fraction | str, eta: float,
-         known: Sequence[Measurement] = ()) -> np.ndarray:
+def _ahp(vector: Handle, workload: Matrix, epsilon: Fraction, selection_share: float | Fraction | str, eta: float,
+         known: Sequence[Measurement] = ()) -> VectorEstimate:
     """AHP on a vector handle with ``epsilon``; ``known`` measurements join the final least squares."""
-    partition_epsilon, group_epsilon = split_budget(epsilon, rho, "rho")
+    partition_epsilon, group_epsilon = split_budget(epsilon, selection_share, "selection_share")
     noisy = measure.laplace(vector, Identity(vector.size), partition_epsilon).answers
     partition = ahp_cluster(ahp_threshold(noisy, float(partition_epsilon), eta), float(group_epsilon))
     groups = vector.reduce_by_partition(partition.labels)
     measured = measure.laplace(groups, Identity(partition.groups), group_epsilon)
-    return least_squares([*known, measured], size=vector.size)
+    return solved([*known, measured], vector.size, workload, CONDITIONAL.format("the clusters"))
 
 
-#: AHP*'s (rho, eta) by signal strength eps * N (eps: the whole budget; N: the public record
-#: count, or the noisy total): rows (lowest signal, (rho, eta)), signals increasing from 0.
+#: AHP*'s (selection_share, eta) by signal strength eps * N (eps: the whole budget; N: the public record
+#: count, or the noisy total): rows (lowest signal, (selection_share, eta)), signals increasing from 0.
 #: Chosen by benchmarks/tune_star.py (defaults: the four synthetic 1-D shapes, n = 256, Prefix,
-#: eps = 0.1, 8 seeds, rho in {0.25, 0.5, 0.75, 0.85, 0.95} x eta in {0.1, 0.35, 0.7, 1, 2}; never
+#: eps = 0.1, 8 seeds, selection_share in {0.25, 0.5, 0.75, 0.85, 0.95} x eta in {0.1, 0.35, 0.7, 1, 2}; never
 #: the DPBench files): geometric-mean scaled L2 error of the best pair (runner-up) at eps * N =
 #: 1e1: (0.25, 2) 0.0142 ((0.25, 1) 0.0150); 1e2: (0.5, 0.35) 0.00952 ((0.5, 0.7) 0.00962);
 #: 1e3: (0.75, 0.7) 0.00176, within 2% of (0.5, 0.35) 0.00178, which is kept; 1e4: (0.5, 0.35)
@@ -60,25 +62,25 @@ def _ahp(vector: Handle, epsilon: Fraction, rho: float | Fraction | str, eta: fl
 AHP_STAR_PARAMETERS: tuple[tuple[float, tuple[float, float]], ...] = ((0.0, (0.25, 2.0)), (31.6, (0.5, 0.35)))
 
 
-def _check_rho_eta(value) -> None:
+def _check_share_eta(value) -> None:
     try:
-        rho, eta = value
+        share, eta = value
         eta = float(eta)
     except (TypeError, ValueError):
-        raise ValueError(f"AHP* table values must be pairs (rho, eta), got {value!r}") from None
-    split_budget(Fraction(1), rho, "rho")
+        raise ValueError(f"AHP* table values must be pairs (selection_share, eta), got {value!r}") from None
+    split_budget(Fraction(1), share, "selection_share")
     if not (math.isfinite(eta) and eta >= 0):
         raise ValueError(f"eta must be a finite number >= 0, got {eta!r}")
 
 
-def ahp_star(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
+def ahp_star(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
              scale: float | None = None, total_share: float | Fraction | str = 0.05,
-             table: Sequence[tuple[float, tuple[float, float]]] = AHP_STAR_PARAMETERS) -> np.ndarray:
-    """AHP*: AHP with (rho, eta) = ``by_signal(table, eps * N)``, N public (``scale``) or the noisy
+             table: Sequence[tuple[float, tuple[float, float]]] = AHP_STAR_PARAMETERS) -> VectorEstimate:
+    """AHP*: AHP with (selection_share, eta) = ``by_signal(table, eps * N)``, N public (``scale``) or the noisy
     total bought with ``total_share`` of the budget; AHP runs on the rest."""
-    rows = signal_table(table, "table", _check_rho_eta)
-    vector, _ = data_vector(source, shape)
+    rows = signal_table(table, "table", _check_share_eta)
+    vector, _ = measure.data_vector(source, shape)
     epsilon = epsilon_of(budget)
     records = scale_or_noisy_total(vector, epsilon, scale, total_share)
-    rho, eta = by_signal(rows, float(epsilon) * records.value)
-    return _ahp(vector, records.remaining, rho, eta, records.measurements)
+    share, eta = by_signal(rows, float(epsilon) * records.value)
+    return _ahp(vector, workload, records.remaining, share, eta, records.measurements)

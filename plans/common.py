@@ -1,21 +1,21 @@
-"""What every plan needs: the data vector from a source handle, the budget as an epsilon, one measure-and-solve,
-the record count (public or noisy), and parameter tables keyed by the signal strength eps * N (MWEM*, AHP*)."""
+"""What every plan needs: the budget as an epsilon, budget shares, the estimate from its measurements, the
+record count (public or noisy), and parameter tables keyed by the signal strength eps * N (MWEM*, AHP*).
+
+Every plan in the catalog is ``plan(source, workload, budget, *, shape=None, **params) -> Estimate``."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
-
-import numpy as np
 
 from operators.client import Handle
 from kernel.matrix import Matrix
 from kernel.privacy import PureDP
 from operators import measure
 from operators.measurement import Measurement
+from operators.estimate import VectorEstimate
 from operators.inference import least_squares
 
 BudgetLike = PureDP | float | int | Fraction | str
@@ -28,24 +28,19 @@ def epsilon_of(budget: BudgetLike) -> Fraction:
     return PureDP(budget).epsilon
 
 
-def data_vector(source: Handle, shape: Sequence[int] | None = None) -> tuple[Handle, tuple[int, ...]]:
-    """The vector handle to measure and its shape: vectorize a table handle, or take a vector handle as it is."""
-    if source.kind == "table":
-        dims = tuple(source.domain.sizes)
-        vector = source.vectorize()
-    else:
-        vector, dims = source, (source.size,)
-    if shape is not None:
-        shape = tuple(int(s) for s in shape)
-        if math.prod(shape) != vector.size:
-            raise ValueError(f"shape {shape} has {math.prod(shape)} cells but the vector has {vector.size}")
-        dims = shape
-    return vector, dims
+#: What a data-dependent plan's error bars mean.
+CONDITIONAL = ("least squares; error bars give the noise given what the plan chose privately ({}), not the bias of "
+               "what it chose not to measure (uniformity within groups, dropped terms): they can under-cover")
+#: ... when noisy answers that chose the rest are also part of the estimate.
+REUSED = ("least squares; error bars give the noise given the boxes the plan chose, approximately (the noisy counts "
+          "that chose them are reused in the estimate, so their noise given that choice is not exactly Laplace), and "
+          "not the bias of assuming uniform counts within boxes: they can under-cover")
 
 
-def measure_and_solve(vector: Handle, strategy: Matrix, epsilon: BudgetLike) -> np.ndarray:
-    """Laplace-measure ``strategy`` with the whole budget and return the least-squares estimate."""
-    return least_squares([measure.laplace(vector, strategy, epsilon_of(epsilon))], size=vector.size)
+def solved(measurements: Sequence[Measurement], size: int, workload: Matrix | None, note: str = "") -> VectorEstimate:
+    """The least-squares estimate of the ``size`` cells from ``measurements``, with their error bars."""
+    measurements = list(measurements)
+    return VectorEstimate(least_squares(measurements, size=size), measurements, workload=workload, note=note)
 
 
 def split_budget(epsilon: Fraction, share: float | Fraction | str, name: str) -> tuple[Fraction, Fraction]:

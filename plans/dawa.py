@@ -1,7 +1,7 @@
 """DAWA (ektelo plan 9; Li, Hay, Miklau and Wang 2014) and DAWA-Striped (ektelo plan 14).
 
-DAWA spends rho * eps on a private partition of the cells into nearly uniform blocks, then
-measures the reduced vector with GreedyH fit to the reduced workload W P^+ and (1 - rho) * eps,
+DAWA spends selection_share * eps on a private partition of the cells into nearly uniform blocks, then
+measures the reduced vector with GreedyH fit to the reduced workload W P^+ and (1 - selection_share) * eps,
 and least squares through the reduction's lineage spreads each block evenly.
 
 The private step is the kernel's vetted ``dyadic_deviations`` (docs/privacy/dawa.md): noisy
@@ -24,11 +24,11 @@ from kernel.matrix import Matrix, Product, Sparse
 from operators import measure
 from operators.client import Handle
 from operators.measurement import Measurement
-from operators.inference import least_squares
+from operators.estimate import VectorEstimate
 from operators.linalg import explicit_sparse
 from operators.partition import Partition, dawa_partition, hilbert_order, stripe
 from operators.selection.classic import EXPLICIT_NONZEROS, greedy_h
-from plans.common import BudgetLike, data_vector, epsilon_of, split_budget
+from plans.common import CONDITIONAL, BudgetLike, epsilon_of, solved, split_budget
 
 
 def _permutation(order: np.ndarray) -> Sparse:
@@ -37,20 +37,22 @@ def _permutation(order: np.ndarray) -> Sparse:
     return Sparse(sp.csr_array((np.ones(n), (np.arange(n), order)), shape=(n, n)))
 
 
-def dawa_measurement(vector: Handle, workload: Matrix, epsilon: Fraction, rho: float | Fraction | str) -> Measurement:
-    """DAWA on a 1-D vector handle whose cells ``workload`` covers: partition with rho * eps, then
-    GreedyH(W P^+) on the reduced vector with the rest."""
-    partition_epsilon, measure_epsilon = split_budget(epsilon, rho, "rho")
+def dawa_measurement(vector: Handle, workload: Matrix, epsilon: Fraction,
+                     selection_share: float | Fraction | str) -> Measurement:
+    """DAWA on a 1-D vector handle whose cells ``workload`` covers: partition with selection_share * eps,
+    then GreedyH(W P^+) on the reduced vector with the rest."""
+    partition_epsilon, measure_epsilon = split_budget(epsilon, selection_share, "selection_share")
     costs = vector.dyadic_deviations(partition_epsilon).values
     partition = dawa_partition(costs, vector.size, float(measure_epsilon))
     groups = vector.reduce_by_partition(partition.labels)
-    return measure.laplace(groups, greedy_h(partition.reduce(workload)), measure_epsilon)
+    return measure.laplace(groups, greedy_h(partition.reduce(workload)).matrix, measure_epsilon)
 
 
-def dawa(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
-         rho: float | Fraction | str = 0.25) -> np.ndarray:
+def dawa(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+         selection_share: float | Fraction | str = 0.25) -> VectorEstimate:
     """DAWA in 1-D, or in 2-D on a square power-of-two grid through the Hilbert ordering."""
-    vector, dims = data_vector(source, shape)
+    vector, dims = measure.data_vector(source, shape)
+    answered = workload
     if len(dims) == 2:
         if dims[0] != dims[1]:
             raise ValueError(f"2-D DAWA orders cells along a Hilbert curve, which needs a square grid; got {dims}")
@@ -58,22 +60,24 @@ def dawa(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[i
         vector, workload = vector.transform(order), Product([workload, order.T])
     elif len(dims) != 1:
         raise ValueError(f"DAWA supports 1-D and 2-D domains, got {len(dims)} dimensions")
-    return least_squares([dawa_measurement(vector, workload, epsilon_of(budget), rho)], size=vector.size)
+    measured = dawa_measurement(vector, workload, epsilon_of(budget), selection_share)
+    return solved([measured], vector.size, answered, CONDITIONAL.format("the partition"))
 
 
-def dawa_striped(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
-                 attribute: int = 0, rho: float | Fraction | str = 0.25) -> np.ndarray:
+def dawa_striped(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+                 attribute: int = 0, selection_share: float | Fraction | str = 0.25) -> VectorEstimate:
     """DAWA on every 1-D stripe along ``attribute`` with the whole budget (parallel composition: the
     stripes are disjoint parts), each with GreedyH fit to the workload's columns on that stripe; one
     least squares over all of them."""
-    vector, dims = data_vector(source, shape)
+    vector, dims = measure.data_vector(source, shape)
     stripes = stripe(dims, attribute)
     epsilon = epsilon_of(budget)
     parts = vector.split_by_partition(stripes.labels)
     measurements = [
-        dawa_measurement(part, columns, epsilon, rho) for part, columns in zip(parts, _stripe_workloads(workload, stripes))
+        dawa_measurement(part, columns, epsilon, selection_share)
+        for part, columns in zip(parts, _stripe_workloads(workload, stripes))
     ]
-    return least_squares(measurements, size=vector.size)
+    return solved(measurements, vector.size, workload, CONDITIONAL.format("each stripe's partition"))
 
 
 def _stripe_workloads(workload: Matrix, stripes: Partition) -> Iterator[Matrix]:

@@ -1,8 +1,8 @@
 """EFPA (Acs, Castelluccia and Chen 2012, enhanced Fourier perturbation; a DPBench algorithm): keep the k
 lowest real Fourier frequencies of the histogram, with k chosen privately, and measure only those.
 
-rho * eps buys k from the kernel's vetted ``fourier_select`` (docs/privacy/efpa.md), which trades the
-signal dropped, ||x - P_k x||_2, against the noise that measuring k coefficients with (1 - rho) * eps will
+selection_share * eps buys k from the kernel's vetted ``fourier_select`` (docs/privacy/efpa.md), which trades the
+signal dropped, ||x - P_k x||_2, against the noise that measuring k coefficients with (1 - selection_share) * eps will
 add (the public ``offsets``). The k coefficients are then measured with Laplace noise (the kernel derives the
 scale from the Fourier rows' exact L1 sensitivity), and least squares returns the inverse transform of the
 noisy coefficients (the rows are orthonormal).
@@ -18,8 +18,8 @@ import numpy as np
 from kernel.matrix import Fourier, Matrix
 from operators import measure
 from operators.client import Handle
-from operators.inference import least_squares
-from plans.common import BudgetLike, data_vector, epsilon_of, split_budget
+from operators.estimate import VectorEstimate
+from plans.common import CONDITIONAL, BudgetLike, epsilon_of, solved, split_budget
 
 
 def noise_error(n: int, epsilon: float) -> np.ndarray:
@@ -34,15 +34,16 @@ def noise_error(n: int, epsilon: float) -> np.ndarray:
     return sensitivity / epsilon * np.sqrt(2.0 * k)
 
 
-def efpa(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
-         rho: float | Fraction | str = 0.3) -> np.ndarray:
-    """EFPA in 1-D: choose k with rho * eps, measure the k lowest frequencies with the rest.
+def efpa(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+         selection_share: float | Fraction | str = 0.3) -> VectorEstimate:
+    """EFPA in 1-D: choose k with selection_share * eps, measure the k lowest frequencies with the rest.
 
-    ``rho`` (ours; the paper splits the budget by a heuristic): selection needs much less than the
-    measurement, which sets the error of every kept coefficient."""
-    vector, dims = data_vector(source, shape)
+    ``selection_share`` (ours; the paper splits the budget by a heuristic): selection needs much less
+    than the measurement, which sets the error of every kept coefficient."""
+    vector, dims = measure.data_vector(source, shape)
     if len(dims) != 1:
         raise ValueError(f"EFPA compresses a 1-D histogram; got {len(dims)} dimensions")
-    select_epsilon, measure_epsilon = split_budget(epsilon_of(budget), rho, "rho")
+    select_epsilon, measure_epsilon = split_budget(epsilon_of(budget), selection_share, "selection_share")
     k = vector.fourier_select(noise_error(vector.size, float(measure_epsilon)), select_epsilon)
-    return least_squares([measure.laplace(vector, Fourier(vector.size, k), measure_epsilon)], size=vector.size)
+    measured = measure.laplace(vector, Fourier(vector.size, k), measure_epsilon)
+    return solved([measured], vector.size, workload, CONDITIONAL.format("the number of frequencies"))

@@ -17,36 +17,36 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-import numpy as np
 
 from kernel.matrix import Matrix
 from operators import measure
 from operators.client import Handle
-from operators.inference import least_squares
+from operators.estimate import VectorEstimate
 from operators.selection import classic
-from plans.common import BudgetLike, data_vector, scale_or_noisy_total, split_budget
+from plans.common import CONDITIONAL, REUSED, BudgetLike, scale_or_noisy_total, solved, split_budget
 
 
 def _two_dimensional(source: Handle, shape: Sequence[int] | None) -> tuple[Handle, tuple[int, ...]]:
-    vector, dims = data_vector(source, shape)
+    vector, dims = measure.data_vector(source, shape)
     if len(dims) != 2:
         raise ValueError(f"the grid plans are for 2-D domains, got shape {dims}")
     return vector, dims
 
 
-def uniform_grid(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
+def uniform_grid(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
                  scale: float | None = None, total_share: float | Fraction | str = 0.05,
-                 c: float = 10.0) -> np.ndarray:
+                 c: float = 10.0) -> VectorEstimate:
     """UniformGrid: one noisy count per cell of a grid sized from N and eps, least squares."""
     vector, dims = _two_dimensional(source, shape)
     records = scale_or_noisy_total(vector, budget, scale, total_share)
-    cells = classic.uniform_grid(dims, records.value, float(records.remaining), c)
-    return least_squares([*records.measurements, measure.laplace(vector, cells, records.remaining)], size=vector.size)
+    cells = classic.uniform_grid(dims, records.value, float(records.remaining), c=c).matrix
+    measured = [*records.measurements, measure.laplace(vector, cells, records.remaining)]
+    return solved(measured, vector.size, workload, CONDITIONAL.format("the grid size") if records.measurements else "")
 
 
-def adaptive_grid(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
+def adaptive_grid(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
                   scale: float | None = None, total_share: float | Fraction | str = 0.05,
-                  alpha: float | Fraction | str = 0.5, c: float = 10.0, c2: float = 5.0) -> np.ndarray:
+                  alpha: float | Fraction | str = 0.5, c: float = 10.0, c2: float = 5.0) -> VectorEstimate:
     """AdaptiveGrid: coarse grid (alpha eps), then each coarse cell split by its noisy count
     ((1 - alpha) eps), least squares over both levels."""
     vector, dims = _two_dimensional(source, shape)
@@ -56,4 +56,4 @@ def adaptive_grid(source: Handle, workload: Matrix, budget: BudgetLike, shape: S
     first = measure.laplace(vector, level1, first_epsilon)
     level2 = classic.adaptive_grid_level2(level1, first.answers, float(second_epsilon), c2)
     second = measure.laplace(vector, level2, second_epsilon)
-    return least_squares([*records.measurements, first, second], size=vector.size)
+    return solved([*records.measurements, first, second], vector.size, workload, REUSED)

@@ -10,29 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
+from operators import measure
 from operators.client import Handle
+from operators.estimate import VectorEstimate
 from kernel.matrix import Matrix
-from kernel.privacy import ZCDP
 from operators.selection import memo
 from operators.selection.hdmm import hdmm as select_hdmm
-from plans.common import BudgetLike, data_vector, epsilon_of
+from operators.selection.linear import Budget, noise_of
 
 
-def hdmm(source: Handle, workload: Matrix, budget: BudgetLike | ZCDP, shape: Sequence[int] | None = None,
-         restarts: int = 3, seed: int = 0) -> np.ndarray:
+def hdmm(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
+         restarts: int = 3, seed: int = 0) -> VectorEstimate:
     """HDMM (ektelo plan 13): optimized strategy, one measurement, least-squares reconstruction."""
-    vector, _ = data_vector(source, shape)
+    vector, _ = measure.data_vector(source, shape)
     if workload.shape[1] != vector.size:
         raise ValueError(f"the workload has {workload.shape[1]} columns but the data vector has {vector.size} cells")
-    noise = "gaussian" if isinstance(budget, ZCDP) else "laplace"
+    noise = noise_of(budget)
     strategy = memo.remember(
         "hdmm", workload, (noise, restarts, seed),
         lambda: select_hdmm(workload, noise=noise, restarts=restarts, seed=seed),
     )
-    if isinstance(budget, ZCDP):
-        answer = vector.gaussian(strategy.matrix, rho=budget.rho)
-    else:
-        answer = vector.laplace(strategy.matrix, epsilon_of(budget))
-    return strategy.reconstruct(answer.values)
+    return strategy.reconstruct(strategy.measure(vector, budget))

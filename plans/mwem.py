@@ -22,7 +22,6 @@ weights). Here ``scale=N`` declares it public; with ``scale=None`` the plan firs
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
@@ -33,13 +32,14 @@ from kernel.matrix.threads import single_threaded_blas
 from operators import measure
 from operators import algebra
 from operators.client import Handle
+from operators.estimate import VectorEstimate
 from operators.measurement import SPARSE_NONZEROS, Measurement, known_total
 from operators.inference import multiplicative_weights, nnls
 from operators.linalg import explicit_sparse
 from operators.partition import workload_based
 from operators.selection import classic
 from plans.common import (
-    BudgetLike, by_signal, data_vector, epsilon_of, scale_or_noisy_total, signal_table,
+    BudgetLike, by_signal, epsilon_of, scale_or_noisy_total, signal_table,
 )
 
 #: Standard deviation given to a public total in NNLS, relative to one round's measurement noise:
@@ -47,27 +47,32 @@ from plans.common import (
 PUBLIC_TOTAL_RELATIVE_STD = 1e-3
 
 
-@dataclass(frozen=True)
-class MWEMRun:
-    """The final estimate, the workload rows selected round by round, and every measurement taken."""
+class MWEMEstimate(VectorEstimate):
+    """MWEM's estimate, the workload rows it selected round by round, and every measurement taken.
 
-    x: np.ndarray
-    selected: tuple[int, ...]
-    measurements: tuple[Measurement, ...]
+    No error bars: multiplicative weights (and NNLS) are not linear in the noise."""
+
+    def __init__(self, x: np.ndarray, selected: Sequence[int], measurements: Sequence[Measurement], workload: Matrix,
+                 inference: str) -> None:
+        how = "multiplicative weights" if inference == "mw" else "non-negative least squares"
+        super().__init__(x, measurements, workload=workload, error_bars=False,
+                         note=f"{how} over privately selected queries: not linear in the noise, no error bars")
+        self.selected = tuple(selected)
 
 
-def run(
+def mwem(
     source: Handle,
     workload: Matrix,
     budget: BudgetLike,
+    *,
     shape: Sequence[int] | None = None,
     rounds: int | Callable[[float], int] = 10,
     scale: float | None = None,
     total_share: float | Fraction | str = 0.05,
     augment: bool = False,
     inference: Literal["mw", "nnls"] = "mw",
-) -> MWEMRun:
-    """MWEM with the chosen augmentation and inference; spends exactly ``budget``.
+) -> MWEMEstimate:
+    """MWEM (plan 7) with the chosen augmentation and inference; spends exactly ``budget``.
 
     ``rounds`` is a number, or a function of the record count (public, or the noisy total once
     bought) returning the number (MWEM*).
@@ -75,7 +80,7 @@ def run(
     fixed = None if callable(rounds) else _positive_rounds(rounds)
     if inference not in ("mw", "nnls"):
         raise ValueError(f"inference must be 'mw' or 'nnls', got {inference!r}")
-    vector, dims = data_vector(source, shape)
+    vector, dims = measure.data_vector(source, shape)
     if augment and len(dims) != 1:
         raise ValueError(f"H2 augmentation adds 1-D intervals; the domain has {len(dims)} dimensions")
     n = vector.size
@@ -96,7 +101,7 @@ def run(
             else:
                 public = known_total(n, records.value, PUBLIC_TOTAL_RELATIVE_STD * history[0].noise_std)
                 x = nnls([*history, *(records.measurements or (public,))], size=n, x0=x)
-    return MWEMRun(x, tuple(selected), (*records.measurements, *history))
+    return MWEMEstimate(x, selected, (*records.measurements, *history), workload, inference)
 
 
 def _multiplicative_weights_on_atoms(history: Sequence[Measurement], total: float, x0: np.ndarray) -> np.ndarray:
@@ -109,7 +114,7 @@ def _multiplicative_weights_on_atoms(history: Sequence[Measurement], total: floa
     explicit = explicit_sparse(measured, SPARSE_NONZEROS)  # one CSR: a product per round, not per query
     atoms = workload_based(measured if explicit is None else Sparse(explicit), seed=0)
     pick = atoms.representatives()
-    reduced = [Measurement(Product([m.matrix, pick]), m.answers, m.noise_std) for m in history]
+    reduced = [m.on(Product([m.matrix, pick])) for m in history]
     start = atoms.matrix() @ x0
     totals = multiplicative_weights(reduced, total, x0=start)
     share = np.divide(x0, start[atoms.labels], out=np.zeros_like(x0), where=x0 > 0)
@@ -122,28 +127,25 @@ def _positive_rounds(rounds) -> int:
     return int(rounds)
 
 
-def mwem(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
-         rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> np.ndarray:
-    """MWEM: worst-approx, Laplace on the selected query, multiplicative weights (plan 7)."""
-    return run(source, workload, budget, shape, rounds, scale, total_share).x
-
-
-def mwem_b(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
-           rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> np.ndarray:
+def mwem_b(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+           rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> MWEMEstimate:
     """MWEM-b: MWEM measuring H2 augmentation intervals alongside each selected query (plan 18)."""
-    return run(source, workload, budget, shape, rounds, scale, total_share, augment=True).x
+    return mwem(source, workload, budget, shape=shape, rounds=rounds, scale=scale, total_share=total_share,
+                augment=True)
 
 
-def mwem_c(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
-           rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> np.ndarray:
+def mwem_c(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+           rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> MWEMEstimate:
     """MWEM-c: MWEM with NNLS and the (public or noisy) total instead of multiplicative weights (plan 19)."""
-    return run(source, workload, budget, shape, rounds, scale, total_share, inference="nnls").x
+    return mwem(source, workload, budget, shape=shape, rounds=rounds, scale=scale, total_share=total_share,
+                inference="nnls")
 
 
-def mwem_d(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
-           rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> np.ndarray:
+def mwem_d(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+           rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> MWEMEstimate:
     """MWEM-d: H2 augmentation and NNLS with the total (plan 20)."""
-    return run(source, workload, budget, shape, rounds, scale, total_share, augment=True, inference="nnls").x
+    return mwem(source, workload, budget, shape=shape, rounds=rounds, scale=scale, total_share=total_share,
+                augment=True, inference="nnls")
 
 
 # ---- MWEM*: rounds from the signal strength eps * N ------------------------------------------
@@ -158,9 +160,9 @@ def mwem_d(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence
 MWEM_STAR_ROUNDS: tuple[tuple[float, int], ...] = ((0.0, 1), (31.6, 2), (316.2, 8), (3162.3, 16), (31622.8, 64))
 
 
-def mwem_star(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
+def mwem_star(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
               scale: float | None = None, total_share: float | Fraction | str = 0.05,
-              table: Sequence[tuple[float, int]] = MWEM_STAR_ROUNDS) -> np.ndarray:
+              table: Sequence[tuple[float, int]] = MWEM_STAR_ROUNDS) -> MWEMEstimate:
     """MWEM*: MWEM with T = ``by_signal(table, eps * N)`` rounds, N public (``scale``) or the noisy
     total bought with ``total_share`` of the budget (DPBench)."""
     rows = signal_table(table, "table", _positive_rounds)
@@ -169,4 +171,4 @@ def mwem_star(source: Handle, workload: Matrix, budget: BudgetLike, shape: Seque
     def rounds(records: float) -> int:
         return by_signal(rows, epsilon * records)
 
-    return run(source, workload, budget, shape, rounds, scale, total_share).x
+    return mwem(source, workload, budget, shape=shape, rounds=rounds, scale=scale, total_share=total_share)

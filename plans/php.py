@@ -3,7 +3,7 @@ into nearly uniform intervals, one noisy count per interval, uniform expansion.
 
 Each round asks the kernel's vetted ``split_points`` (docs/privacy/php.md) for one split in every current
 interval of length >= 2; the intervals of a round are disjoint, so a round costs its epsilon once
-(parallel composition), and ``depth`` rounds share rho * eps. The leaves are measured with the rest, and
+(parallel composition), and ``depth`` rounds share selection_share * eps. The leaves are measured with the rest, and
 least squares through the reduction spreads each leaf's count evenly (PHP's uniform expansion).
 
 ``depth`` (ours; the papers leave the stopping rule to a heuristic): the default ceil(log2 n / 2) gives
@@ -22,8 +22,8 @@ import numpy as np
 from kernel.matrix import Identity, Matrix
 from operators import measure
 from operators.client import Handle
-from operators.inference import least_squares
-from plans.common import BudgetLike, data_vector, epsilon_of, split_budget
+from operators.estimate import VectorEstimate
+from plans.common import CONDITIONAL, BudgetLike, epsilon_of, solved, split_budget
 
 
 def php_partition(vector: Handle, epsilon: Fraction, depth: int) -> np.ndarray:
@@ -38,10 +38,10 @@ def php_partition(vector: Handle, epsilon: Fraction, depth: int) -> np.ndarray:
     return np.repeat(np.arange(len(cuts) - 1), np.diff(cuts))
 
 
-def php(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
-        rho: float | Fraction | str = 0.5, depth: int | None = None) -> np.ndarray:
-    """PHP in 1-D: bisect with rho * eps over ``depth`` rounds, measure the intervals with the rest."""
-    vector, dims = data_vector(source, shape)
+def php(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+        selection_share: float | Fraction | str = 0.5, depth: int | None = None) -> VectorEstimate:
+    """PHP in 1-D: bisect with selection_share * eps over ``depth`` rounds, measure the intervals with the rest."""
+    vector, dims = measure.data_vector(source, shape)
     if len(dims) != 1:
         raise ValueError(f"PHP partitions a 1-D histogram; got {len(dims)} dimensions")
     if vector.size < 2:
@@ -50,7 +50,8 @@ def php(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[in
     depth = math.ceil(most / 2) if depth is None else int(depth)
     if not 1 <= depth <= most:
         raise ValueError(f"depth must be between 1 and ceil(log2 n) = {most} for n = {vector.size}; got {depth}")
-    partition_epsilon, measure_epsilon = split_budget(epsilon_of(budget), rho, "rho")
+    partition_epsilon, measure_epsilon = split_budget(epsilon_of(budget), selection_share, "selection_share")
     labels = php_partition(vector, partition_epsilon, depth)
     groups = vector.reduce_by_partition(labels)
-    return least_squares([measure.laplace(groups, Identity(groups.size), measure_epsilon)], size=vector.size)
+    measured = measure.laplace(groups, Identity(groups.size), measure_epsilon)
+    return solved([measured], vector.size, workload, CONDITIONAL.format("the intervals"))

@@ -1,166 +1,35 @@
-"""QuerySmasher end to end: select the strategy (no data), measure every subworkload through the kernel,
-answer the workload and stitch marginals.
-
-Subworkload ``A'`` is measured as ``omega_A' = B_A' x_A' + N(0, sigma^2_A' I)`` through the kernel's
-ordinary Gaussian request, with ResidualPlanner's counting (:mod:`plans.residual_planner`): the kernel
-vectorizes only *host* marginals (small unions of the measured sets, never every attribute), each
-``A'`` is measured on a host ``H ⊇ A'`` as ``B_A' ⊗ 1^T`` (``B_A'`` applied to the host's cells summed
-over ``H \\ A'``), and the sets of one host go in one request ``VStack_A' c_A' (B_A' ⊗ 1^T)`` with
-``c_A' = 1 / sigma_A'`` (the plan's noise at pcost ``2 rho``).
-
-Charge: the squared L2 sensitivity of that stack, as the kernel computes it (max over host cells of
-``sum_A' c_A'^2 diag(B_A'^T B_A')``), is at most the plan's share ``sum_A' 1 / sigma^2_A'`` because
-``max diag(B^T B) = 1``. It can be smaller if the maxima of the diagonals fall on different cells (exact
-solutions need not have a constant diagonal; on the workloads tested they coincide to the solver's
-tolerance). ``rho`` is split into exact fractions proportional to these sensitivities, so the kernel
-charges exactly the budget and applies the same noise factor ``sqrt(sum_H Delta_H^2 / (2 rho)) <= 1`` to
-every row (up to its rounding of each scale onto the release grid): the plan's allocation
-``gamma / sqrt(L_A')`` at a pcost of at least ``2 rho``. Variances use the scale each request actually
-applied (``answer.scale``).
+"""QuerySmasher end to end: select the strategy for linear queries on marginals (no data), measure every
+subworkload through the kernel on a few host marginals, answer the workload and stitch marginals
+(``operators.selection.query_smasher``; the measurement is explained in its ``hosts`` module).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
-from fractions import Fraction
+from collections.abc import Iterable, Sequence
 
-import numpy as np
-
-from kernel.matrix import Identity, Kronecker, Matrix, Product, Total, VStack, Weighted
 from kernel.privacy import ZCDP
-from operators.privacy import split_amount
+from operators import measure
 from operators.client import Handle
-from operators.residual import SubsetFamily
-from operators.selection.query_smasher import QueryReconstruction, QuerySmasherStrategy, Weights
-from operators.selection.query_smasher import query_smasher as select
-from operators.selection.query_smasher.decompose import QueryMatrix, Subset
+from operators.selection.query_smasher import QuerySmasherEstimate, Weights, query_smasher as select
+from operators.selection.query_smasher.decompose import QueryMatrix
 from operators.selection.query_smasher.select import Solver
-from operators.selection.query_smasher.solutions import KronSolution, SubSolution
-from plans.residual_planner import DEFAULT_HOST_CELLS, Host, count_hosts, plan_hosts
+from operators.selection.residual_hosts import DEFAULT_HOST_CELLS
 
 Queries = Iterable[tuple[Iterable[str | int] | str | int, QueryMatrix]]
 
 
-# ---------------------------------------------------------------------------------------
-# B_A' on a host's cells
-# ---------------------------------------------------------------------------------------
-def _factor_groups(subset: Subset, solution: SubSolution) -> list[tuple[Subset, Matrix]]:
-    """``B_A'`` as Kronecker factors in row order, each with the attributes its columns read (ascending)."""
-    if isinstance(solution, KronSolution) and solution.perm == sorted(solution.perm):
-        return [(tuple(subset[m] for m in axes), part.matrix()) for axes, part in solution.parts]
-    return [(subset, solution.matrix())]
-
-
-def embedded(sizes: Sequence[int], host: Subset, subset: Subset, solution: SubSolution) -> Matrix:
-    """``B_A'`` applied to the ``A'``-marginal of the host's cells (host attributes in domain order).
-
-    A Kronecker product with ``Total`` factors for the host's other attributes when each factor of
-    ``B_A'`` reads attributes adjacent in the host (the kernel's norms stay cheap); otherwise ``B_A'``
-    times the marginalization (the kernel's norms then materialize blocks of columns).
-    """
-    groups = _factor_groups(subset, solution)
-    starts = {host.index(attrs[0]): (attrs, m) for attrs, m in groups if attrs}
-    if all(host[k : k + len(attrs)] == attrs for k, (attrs, _) in starts.items()):
-        factors = [m for attrs, m in groups if not attrs]  # the total's 1 x 1 strategy
-        k = 0
-        while k < len(host):
-            attrs, m = starts.get(k, ((host[k],), Total(sizes[host[k]])))
-            factors.append(m)
-            k += len(attrs)
-        return Kronecker(factors)
-    marginalize = Kronecker([Identity(sizes[i]) if i in subset else Total(sizes[i]) for i in host])
-    return Product([solution.matrix(), marginalize])
-
-
-def host_matrix(strategy: QuerySmasherStrategy, host: Host, weights: Mapping[Subset, float]) -> Matrix:
-    """``VStack_A' weights[A'] * (B_A' ⊗ 1^T)`` over the host's cells: one request per host."""
-    sizes = strategy.domain.sizes
-    blocks: list[Matrix] = [
-        Weighted(embedded(sizes, host.attributes, a, strategy.solution(a)), weights[a]) for a in host.residuals
-    ]
-    return blocks[0] if len(blocks) == 1 else VStack(blocks)
-
-
-def measured_hosts(strategy: QuerySmasherStrategy, max_cells: int = DEFAULT_HOST_CELLS) -> list[Host]:
-    """ResidualPlanner's hosts for the closure of the measured sets, each carrying only measured sets."""
-    measured = set(strategy.residual_sets)
-    family = SubsetFamily.closure(measured, len(strategy.domain))
-    hosts = plan_hosts(strategy.domain.sizes, family, max_cells)
-    carried = [Host(h.attributes, tuple(a for a in h.residuals if a in measured)) for h in hosts]
-    return [h for h in carried if h.residuals]
-
-
-# ---------------------------------------------------------------------------------------
-# The estimate
-# ---------------------------------------------------------------------------------------
-class QuerySmasherEstimate(QueryReconstruction):
-    """The strategy's reconstruction from the kernel's measurements, plus what was actually measured.
-
-    ``.answers(i)``: estimated answers of workload item ``i``, or of every query in order.
-    ``.marginal(A)``: a marginal the plan determines (axes in domain order). ``.variance(i)``: per-query
-    variances at the noise the kernel applied. ``.noise_scales``: ``{A': sigma^2_A'}`` as applied.
-    ``.strategy``: the selected plan (at pcost ``2 rho``). ``.hosts``: the vectorized marginals.
-    """
-
-    def __init__(self, strategy: QuerySmasherStrategy, omegas: Mapping[Subset, np.ndarray],
-                 noise_scales: Mapping[Subset, float], hosts: Sequence[Host]):
-        super().__init__(strategy, omegas)
-        self.noise_scales = dict(noise_scales)
-        self.hosts = list(hosts)
-        self._applied = strategy.with_noise(noise_scales)
-
-    def variance(self, index: int | None = None) -> np.ndarray:
-        """Per-query variances (unweighted) of workload item ``index``, or of every query in order."""
-        return self._applied.variance(index)
-
-
-# ---------------------------------------------------------------------------------------
-# The plan
-# ---------------------------------------------------------------------------------------
-def measure_hosts(vectors: Sequence[Handle], hosts: Sequence[Host], strategy: QuerySmasherStrategy,
-                  rho: Fraction) -> tuple[dict[Subset, np.ndarray], dict[Subset, float]]:
-    """One Gaussian request per host, ``rho`` split exactly in proportion to each request's squared L2
-    sensitivity (computed by the same matrix classes as in the kernel).
-
-    Returns ``{A': omega_A'}`` (``B_A' x_A'`` plus noise) and the applied ``{A': sigma^2_A'}``.
-    """
-    planned = strategy.noise_scales()
-    weights = {a: 1.0 / math.sqrt(s) for a, s in planned.items()}
-    matrices = [host_matrix(strategy, h, weights) for h in hosts]
-    pcosts = [Fraction(m.sensitivity("l2") ** 2) for m in matrices]
-    parts = split_amount(rho, pcosts)
-    omegas: dict[Subset, np.ndarray] = {}
-    applied: dict[Subset, float] = {}
-    for vector, host, matrix, part in zip(vectors, hosts, matrices, parts):
-        answer = vector.gaussian(matrix, rho=part)
-        offset = 0
-        for a in host.residuals:
-            rows = strategy.solution(a).num_rows
-            omegas[a] = answer.values[offset : offset + rows] / weights[a]
-            applied[a] = answer.scale**2 * planned[a]
-            offset += rows
-    return omegas, applied
-
-
-def query_smasher(source: Handle, queries: Queries, budget: ZCDP, weights: Sequence[Weights] | None = None,
-                  solver: Solver = "exact", max_host_cells: int = DEFAULT_HOST_CELLS, tol: float = 1e-8,
+def query_smasher(source: Handle, workload: Queries, budget: ZCDP, *, shape: Sequence[int] | None = None,
+                  weights: Sequence[Weights] | None = None, solver: Solver = "exact",
+                  max_host_cells: int = DEFAULT_HOST_CELLS, tol: float = 1e-8,
                   workers: int | None = None) -> QuerySmasherEstimate:
     """Answer linear queries on marginals under a zCDP ``budget`` (pcost ``2 rho``), spending exactly it.
 
-    ``source``: the table handle. ``queries``, ``weights``, ``solver``, ``tol``, ``workers``: as for
-    :func:`operators.selection.query_smasher.query_smasher` (``[(attributes, matrix)]``).
-    ``max_host_cells``: the largest marginal the kernel vectorizes to carry several measurements (1
-    gives one host per maximal measured set). Returns a :class:`QuerySmasherEstimate`.
+    ``source``: the table handle. ``workload``: ``[(attributes, matrix)]``; ``weights``, ``solver``,
+    ``tol``, ``workers``: as for :func:`operators.selection.query_smasher.query_smasher`. ``shape``:
+    unused (the table's domain is the shape), accepted as every plan does. ``max_host_cells``: the
+    largest marginal the kernel vectorizes to carry several measurements (1 gives one host per maximal
+    measured set). Returns a :class:`QuerySmasherEstimate`.
     """
-    if source.kind != "table":
-        raise ValueError("QuerySmasher measures projections of a table: give the table handle (session.source)")
-    if not isinstance(budget, ZCDP):
-        raise ValueError(
-            "QuerySmasher adds Gaussian noise, which needs zCDP: give a ZCDP budget (e.g. ZCDP(rho)) from a "
-            "session protected with a ZCDP budget; a pure epsilon corresponds to rho = epsilon^2 / 2"
-        )
-    strategy = select(source.domain, queries, weights=weights, solver=solver, budget=budget, tol=tol, workers=workers)
-    hosts = measured_hosts(strategy, max_host_cells)
-    omegas, applied = measure_hosts(count_hosts(source, hosts), hosts, strategy, budget.rho)
-    return QuerySmasherEstimate(strategy, omegas, applied, hosts)
+    measure.require_table_and_zcdp(source, budget, "QuerySmasher")
+    strategy = select(source.domain, workload, weights=weights, budget=budget, solver=solver, tol=tol, workers=workers)
+    return strategy.reconstruct(strategy.measure(source, budget, max_host_cells=max_host_cells))

@@ -1,316 +1,37 @@
-"""ResidualPlanner end to end: select noise scales (no data), measure every residual through the kernel,
-reconstruct any marginal of the workload's closure.
-
-Measurement (the paper's Algorithm 1) goes through the kernel's ordinary Gaussian request, no special
-path. The residual of ``A`` is measured as the *whitened* basis ``B_A = (H H^T)^(-1/2) H`` with
-``H = kron_{i in A} Sub_{n_i}``, whose rows are orthonormal, with i.i.d. noise; un-whitening client-side,
-``omega_A = (H H^T)^(1/2) y``, gives exactly the paper's base mechanism ``H v + N(0, s_A H H^T)``. Since
-``Sub Sub^T = I + J``, both square roots are ``I + c J`` (closed form, one factor per attribute).
-
-Counting is shared: the kernel only vectorizes *host* marginals, small unions of workload marginals
-(at most ``max_host_cells`` cells, never every attribute), and each residual ``A`` is measured on a host
-``H ⊇ A`` as ``B_A ⊗ 1^T`` (summing out ``H \\ A`` inside the Kronecker product). All residuals of one
-host go in one measurement, ``VStack_A c_A (B_A ⊗ 1^T)`` with ``c_A = s_A^(-1/2)``: its squared L2
-sensitivity is ``sum_A p_A / s_A`` (the host's share of the plan's pcost), so asking for
-``rho_H = pcost_H / 2`` gives noise ~1 per row, i.e. variance ``s_A`` on residual ``A``. The ``rho_H``
-are exact fractions proportional to ``pcost_H`` summing to the budget, so the kernel charges exactly
-the budget. The kernel rounds the noise up slightly (release grid); the variances reported here use
-the scale it actually applied (``answer.scale``), not the plan's.
-
-Requests are batched: ``vectorize_many`` counts thousands of hosts per request, and ``gaussian_batch``
-sends about a million answers' worth of host measurements per request, each charged exactly as its own
-``gaussian`` request (docs/privacy/gaussian.md). A host matrix depends only on the host's
-:func:`host_pattern` (sizes, residual positions, weights), so hosts sharing one (most of them, for a
-symmetric workload) share one matrix, sent and checked once per batch and applied by the kernel to
-several host vectors at a time.
+"""ResidualPlanner end to end: select noise scales for a marginal workload (no data), measure every residual
+through the kernel on a few host marginals, reconstruct every marginal of the workload's closure
+(``operators.selection.residual_planner``; the measurement is explained in ``operators.selection.residual_hosts``).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from fractions import Fraction
-from functools import lru_cache
-from itertools import combinations
+from collections.abc import Iterable, Sequence
 
-import numpy as np
-
-from kernel.matrix import Dense, Kronecker, Matrix, Total, VStack, Weighted
-from operators.matrices import Marginals
 from kernel.privacy import ZCDP
-from operators.privacy import split_amount
+from operators import measure
 from operators.client import Handle
-from operators.residual import ResidualReconstruction, Subset, SubsetFamily, cell_covariance, cell_variance, sub_matrix
-from operators.selection.residual_planner import ResidualPlannerStrategy, residual_planner as select
-
-DEFAULT_HOST_CELLS = 10_000
-
-
-# ---------------------------------------------------------------------------------------
-# Whitening: (Sub Sub^T)^(+-1/2) = (I + J)^(+-1/2) = I + c J
-# ---------------------------------------------------------------------------------------
-def _ones_plus_coefficient(m: int, power: float) -> float:
-    """c with (I + J)^power = I + c J on m x m (J has eigenvalue m on 1, 0 elsewhere): 1 + c m = (1 + m)^power."""
-    return ((1.0 + m) ** power - 1.0) / m
+from operators.matrices import Marginals
+from operators.selection.residual_hosts import DEFAULT_HOST_CELLS
+from operators.selection.residual_planner import ResidualPlannerEstimate, residual_planner as select
 
 
-@lru_cache(maxsize=None)
-def whitened_sub(n: int) -> Dense:
-    """``(Sub_n Sub_n^T)^(-1/2) Sub_n``: ``(n-1) x n`` with orthonormal rows; column norms ``sqrt((n-1)/n)``."""
-    m = n - 1
-    root = np.eye(m) + _ones_plus_coefficient(m, -0.5) * np.ones((m, m))
-    return Dense(root @ sub_matrix(n))
+def residual_planner(source: Handle, workload: Marginals | Iterable, budget: ZCDP, *,
+                     shape: Sequence[int] | None = None, loss: str = "sum", weights: Sequence[float] | None = None,
+                     max_host_cells: int = DEFAULT_HOST_CELLS) -> ResidualPlannerEstimate:
+    """Answer a marginal workload under a zCDP ``budget`` (pcost ``2 rho``), spending exactly it.
 
-
-def whitened_residual(sizes: Iterable[int]) -> Matrix:
-    """``B_A = kron_i whitened_sub(n_i)``: orthonormal rows spanning the residual space of ``A``."""
-    return Kronecker([whitened_sub(n) for n in sizes])
-
-
-def unwhiten(sizes: Sequence[int], y: np.ndarray) -> np.ndarray:
-    """``(H H^T)^(1/2) y = kron_i (I + c J) y`` along the leading axis of ``y`` (a vector or a matrix)."""
-    y = np.asarray(y, dtype=np.float64)
-    out = y.reshape(tuple(n - 1 for n in sizes) + y.shape[1:]).copy()
-    for axis, n in enumerate(sizes):
-        out += _ones_plus_coefficient(n - 1, 0.5) * out.sum(axis=axis, keepdims=True)
-    return out.reshape(y.shape)
-
-
-def _unwhiten_rows(sizes: Sequence[int], rows: np.ndarray, chunk_entries: int = 1 << 16) -> np.ndarray:
-    """:func:`unwhiten` applied to each row of ``(K, prod (n_i - 1))`` in place (batched, a cache-sized
-    block of rows at a time: one pass over memory instead of two per attribute)."""
-    step = max(1, chunk_entries // max(rows.shape[1], 1))
-    for start in range(0, rows.shape[0], step):
-        tensor = rows[start : start + step].reshape((-1,) + tuple(n - 1 for n in sizes))
-        for axis, n in enumerate(sizes, start=1):
-            tensor += _ones_plus_coefficient(n - 1, 0.5) * tensor.sum(axis=axis, keepdims=True)
-    return rows
-
-
-# ---------------------------------------------------------------------------------------
-# Hosts: which marginals the kernel vectorizes, and which residuals each one carries
-# ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Host:
-    """A marginal the kernel vectorizes (``attributes``, sorted positions) and the residuals measured on it."""
-
-    attributes: Subset
-    residuals: tuple[Subset, ...]
-
-
-def maximal_sets(family: SubsetFamily) -> list[Subset]:
-    """Members of a downward-closed family with no superset in it, largest first (a set is non-maximal
-    iff it is a face, one element removed, of a member)."""
-    dominated = np.zeros(len(family), dtype=bool)
-    for r in range(1, family.max_size + 1):
-        rows = family.rows(r)
-        for j in range(r):
-            dominated[family.ids(np.delete(rows, j, axis=1))] = True
-    sets = family.sets
-    return sorted((sets[i] for i in np.flatnonzero(~dominated)), key=lambda s: (-len(s), s))
-
-
-def plan_hosts(sizes: Sequence[int], family: SubsetFamily, max_cells: int = DEFAULT_HOST_CELLS) -> list[Host]:
-    """Cover the family's maximal sets with few hosts of at most ``max_cells`` cells (greedy).
-
-    Each uncovered maximal set starts a host, which then takes the attribute that completes the most
-    uncovered maximal sets while it fits (a proper subset of the attributes, so the full vector is never
-    built). Every closure set is then assigned to the first host containing it. Fewer hosts means fewer
-    table scans and kernel requests: for 100 attributes of size 10 and all 3-way marginals, 46,120 4-way
-    hosts instead of 161,700 3-way ones.
+    ``source``: the table handle. ``workload``: attribute tuples (names or positions, ``()`` the
+    total) or a ``Marginals`` matrix (its subsets; row weights ``w`` become variance weights ``w^2``).
+    ``shape``: unused (the table's domain is the shape), accepted as every plan does. ``loss`` /
+    ``weights``: as for :func:`operators.selection.residual_planner`. ``max_host_cells``: the largest
+    marginal the kernel vectorizes to carry several residuals (1 gives one host per maximal workload
+    marginal). Returns a :class:`ResidualPlannerEstimate`: every marginal of the closure with its
+    variance, ``answer`` / ``intervals`` over the workload.
     """
-    d = len(sizes)
-    n = np.asarray(sizes, dtype=np.int64)
-    maximal = maximal_sets(family)
-    uncovered = set(maximal)
-    links: dict[Subset, set[int]] = {}  # T -> {j : T + {j} is an uncovered maximal set}
-    for s in maximal:
-        for k in range(len(s)):
-            links.setdefault(s[:k] + s[k + 1 :], set()).add(s[k])
-    lengths = sorted({len(s) for s in maximal if s})
-    hosts: list[Subset] = []
-    for start in maximal:
-        if start not in uncovered:
-            continue
-        host = list(start) if start else [int(np.argmin(n))]  # the total alone: any one attribute
-        cells = math.prod(int(n[i]) for i in host)
-        while len(host) + 1 < d:
-            completes = [j for r in lengths for t in combinations(host, r - 1) for j in links.get(t, ())]
-            gain = np.bincount(completes, minlength=d)  # attribute -> uncovered maximal sets it completes
-            gain[host] = 0
-            gain[cells * n > max_cells] = 0
-            best = int(np.argmax(gain))  # the most completed, then the lowest position
-            if gain[best] <= 0:
-                break
-            host = sorted(host + [best])
-            cells *= int(n[best])
-        for r in lengths:
-            for s in combinations(host, r):
-                if s in uncovered:
-                    uncovered.discard(s)
-                    for k in range(r):
-                        links[s[:k] + s[k + 1 :]].discard(s[k])
-        uncovered.discard(start)
-        hosts.append(tuple(host))
-    return _assign(hosts, family)
-
-
-def _assign(hosts: list[Subset], family: SubsetFamily) -> list[Host]:
-    """Give every closure set to the first host that contains it."""
-    assigned: set[Subset] = set()
-    out = []
-    for host in hosts:
-        mine = []
-        for r in range(min(len(host), family.max_size) + 1):
-            for s in combinations(host, r):
-                if s not in assigned and s in family:
-                    assigned.add(s)
-                    mine.append(s)
-        if mine:
-            out.append(Host(host, tuple(mine)))
-    if len(assigned) != len(family):
-        missing = next(s for s in family.sets if s not in assigned)
-        raise AssertionError(f"residual {missing} has no host")  # cannot happen: every maximal set starts one
-    return out
-
-
-def host_matrix(sizes: Sequence[int], host: Host, weights: Mapping[Subset, float]) -> Matrix:
-    """``VStack_A weights[A] * (B_A ⊗ 1^T)`` over the host's attributes (in domain order)."""
-    blocks: list[Matrix] = []
-    for a in host.residuals:
-        factors = [whitened_sub(sizes[i]) if i in a else Total(sizes[i]) for i in host.attributes]
-        blocks.append(Weighted(Kronecker(factors), weights[a]))
-    return blocks[0] if len(blocks) == 1 else VStack(blocks)
-
-
-# ---------------------------------------------------------------------------------------
-# The estimate
-# ---------------------------------------------------------------------------------------
-class ResidualPlannerEstimate(ResidualReconstruction):
-    """The strategy's reconstruction (Algorithm 2) plus what was actually measured.
-
-    ``.marginal(A)`` / ``.marginals([...])``: any marginal of the workload's closure (names or
-    positions; tensors with one axis per attribute, domain order), all mutually consistent, unbiased,
-    possibly negative. ``.variance(A)`` / ``.covariance(A)``: their per-cell variance / covariance at
-    the noise the kernel applied. ``.noise_scales``: ``{A: s_A}`` as applied (plan's ``s_A`` times
-    ``answer.scale^2``, i.e. within ~2^-19 of the plan). ``.strategy``: the plan. ``.hosts``: the
-    vectorized marginals and their residuals.
-    """
-
-    def __init__(self, strategy: ResidualPlannerStrategy, family: SubsetFamily, omegas: Mapping[Subset, np.ndarray],
-                 noise_scales: Mapping[Subset, float], hosts: Sequence[Host]):
-        super().__init__(strategy.domain, family, omegas)
-        self.strategy = strategy
-        self.noise_scales = dict(noise_scales)
-        self.hosts = list(hosts)
-
-    def _scales_within(self, attributes) -> tuple[list[int], dict[tuple[int, ...], float]]:
-        subset = self._normalize(attributes)
-        sizes = [self.domain.sizes[i] for i in subset]
-        scales = {}
-        for r in range(len(subset) + 1):
-            for keep in combinations(range(len(subset)), r):
-                scales[keep] = self.noise_scales[tuple(subset[j] for j in keep)]
-        return sizes, scales
-
-    def variance(self, attributes) -> float:
-        """Per-cell variance of the reconstructed marginal on ``attributes``."""
-        return cell_variance(*self._scales_within(attributes))
-
-    def covariance(self, attributes) -> np.ndarray:
-        """Covariance of the reconstructed marginal's cells (dense, C order; small marginals)."""
-        return cell_covariance(*self._scales_within(attributes))
-
-
-# ---------------------------------------------------------------------------------------
-# The plan, in steps (the benchmark times them separately)
-# ---------------------------------------------------------------------------------------
-COUNT_BATCH = 4096
-"""Host marginals per ``vectorize_many`` request."""
-
-MEASURE_ROWS = 1 << 20
-"""About this many answers per ``gaussian_batch`` request (8 MB of floats, 11 MB of JSON)."""
-
-
-def count_hosts(source: Handle, hosts: Sequence[Host]) -> list[Handle]:
-    """Vectorize each host's projection in the kernel (the only pass over the table), a batch at a time."""
-    names = source.domain.names
-    vectors: list[Handle] = []
-    for start in range(0, len(hosts), COUNT_BATCH):
-        chunk = hosts[start : start + COUNT_BATCH]
-        vectors += source.vectorize_many([[names[i] for i in h.attributes] for h in chunk])
-    return vectors
-
-
-def host_pattern(sizes: Sequence[int], host: Host, weights: Mapping[Subset, float]) -> tuple:
-    """What :func:`host_matrix` depends on: the host's attribute sizes and, per residual, its positions
-    in the host and its weight. Hosts with equal patterns share one matrix (sent to the kernel once per batch)."""
-    where = {i: k for k, i in enumerate(host.attributes)}
-    return (tuple(sizes[i] for i in host.attributes),
-            tuple((tuple(where[i] for i in a), weights[a]) for a in host.residuals))
-
-
-def measure_hosts(vectors: Sequence[Handle], hosts: Sequence[Host], strategy: ResidualPlannerStrategy,
-                  rho: Fraction) -> tuple[dict[Subset, np.ndarray], dict[Subset, float]]:
-    """One Gaussian measurement per host, ``rho`` split exactly in proportion to each host's pcost,
-    sent in ``gaussian_batch`` requests (each measurement charged exactly as its own request).
-
-    Returns ``{A: omega_A}`` (un-whitened, the paper's ``H v + N(0, s_A H H^T)``) and the applied
-    ``{A: s_A}``.
-    """
-    sizes = strategy.domain.sizes
-    planned = strategy.noise_scales()
-    p = {a: math.prod((sizes[i] - 1) / sizes[i] for i in a) for a in planned}
-    shares = [Fraction(math.fsum(p[a] / planned[a] for a in h.residuals)) for h in hosts]
-    parts = split_amount(rho, shares)
-    weights = {a: 1.0 / math.sqrt(s) for a, s in planned.items()}
-    matrices: dict[tuple, Matrix] = {}  # one matrix object per host pattern
-    patterns = []
-    for host in hosts:
-        pattern = host_pattern(sizes, host, weights)
-        if pattern not in matrices:
-            matrices[pattern] = host_matrix(sizes, host, weights)
-        patterns.append(pattern)
-    ids = {pattern: k for k, pattern in enumerate(matrices)}
-    order = sorted(range(len(hosts)), key=lambda h: ids[patterns[h]])  # batches hold few distinct matrices
-    slots: dict[Subset, tuple[tuple[int, ...], int]] = {}  # A -> (shape, row): answers packed by shape,
-    counts: dict[tuple[int, ...], int] = {}  # in the order they arrive (rows are written in sequence)
-    for a in (a for h in order for a in hosts[h].residuals):
-        shape = tuple(sizes[i] for i in a)
-        slots[a] = (shape, counts.get(shape, 0))
-        counts[shape] = counts.get(shape, 0) + 1
-    packed = {shape: np.empty((k, math.prod(n - 1 for n in shape))) for shape, k in counts.items()}
-    applied: dict[Subset, float] = {}
-    start = 0
-    while start < len(order):
-        batch, rows = [], 0
-        while start < len(order) and (not batch or rows + matrices[patterns[order[start]]].shape[0] <= MEASURE_ROWS):
-            batch.append(order[start])
-            rows += matrices[patterns[order[start]]].shape[0]
-            start += 1
-        answers = vectors[batch[0]].session.gaussian_batch(
-            [vectors[h] for h in batch], [matrices[patterns[h]] for h in batch],
-            rho=[parts[h] for h in batch],
-        )
-        runs: dict[tuple, list[int]] = {}  # the batch's answers by host pattern (equal layouts)
-        for k, h in enumerate(batch):
-            runs.setdefault(patterns[h], []).append(k)
-        for (host_sizes, layout), members in runs.items():
-            answered = np.stack([answers[k].values for k in members])
-            offset = 0
-            for j, (positions, weight) in enumerate(layout):
-                shape = tuple(host_sizes[k] for k in positions)
-                width = math.prod(n - 1 for n in shape)
-                residuals = [hosts[batch[k]].residuals[j] for k in members]
-                packed[shape][[slots[a][1] for a in residuals]] = answered[:, offset : offset + width] / weight
-                for a, k in zip(residuals, members):
-                    applied[a] = answers[k].scale ** 2 * planned[a]
-                offset += width
-    for shape, rows in packed.items():
-        _unwhiten_rows(shape, rows)
-    omegas = {a: packed[shape][row] for a, (shape, row) in slots.items()}
-    return omegas, applied
+    measure.require_table_and_zcdp(source, budget, "ResidualPlanner")
+    subsets, weights = _subsets_and_weights(workload, weights)
+    strategy = select(source.domain, subsets, loss=loss, weights=weights, budget=budget)
+    return strategy.reconstruct(strategy.measure(source, budget, max_host_cells=max_host_cells))
 
 
 def _subsets_and_weights(marginals: Marginals | Iterable, weights) -> tuple[list, object]:
@@ -320,28 +41,3 @@ def _subsets_and_weights(marginals: Marginals | Iterable, weights) -> tuple[list
     if weights is None and any(w != 1.0 for w in marginals.weights.values()):
         weights = [w * w for w in marginals.weights.values()]
     return marginals.subsets, weights
-
-
-def residual_planner(source: Handle, marginals: Marginals | Iterable, budget: ZCDP, loss: str = "sum",
-                     weights: Sequence[float] | None = None,
-                     max_host_cells: int = DEFAULT_HOST_CELLS) -> ResidualPlannerEstimate:
-    """Answer a marginal workload under a zCDP ``budget`` (pcost ``2 rho``), spending exactly it.
-
-    ``source``: the table handle. ``marginals``: attribute tuples (names or positions, ``()`` the
-    total) or a ``Marginals`` matrix (its subsets; row weights ``w`` become variance weights
-    ``w^2``). ``loss`` / ``weights``: as for :func:`operators.selection.residual_planner`.
-    ``max_host_cells``: the largest marginal the kernel vectorizes to carry several residuals (1 gives
-    one host per maximal workload marginal). Returns a :class:`ResidualPlannerEstimate`: the strategy's
-    reconstruction (``.marginal(A)`` for any ``A`` in the closure) with ``.variance(A)`` at the applied
-    noise.
-    """
-    if source.kind != "table":
-        raise ValueError("ResidualPlanner measures projections of a table: give the table handle")
-    if not isinstance(budget, ZCDP):
-        raise ValueError("ResidualPlanner adds Gaussian noise: give a ZCDP budget")
-    subsets, weights = _subsets_and_weights(marginals, weights)
-    strategy = select(source.domain, subsets, loss=loss, weights=weights, budget=budget)
-    family = SubsetFamily.closure(strategy.workload, len(source.domain.sizes))
-    hosts = plan_hosts(source.domain.sizes, family, max_host_cells)
-    omegas, applied = measure_hosts(count_hosts(source, hosts), hosts, strategy, budget.rho)
-    return ResidualPlannerEstimate(strategy, family, omegas, applied, hosts)

@@ -1,51 +1,86 @@
 """Data-independent plans: measure one fixed strategy with the whole budget, then least squares.
 
-Each is ``plan(source, workload, budget, shape=None) -> estimate`` (ektelo plans 1-6, 10, 16).
-Their expected error is known before any data is touched: ``operators.error.expected_error``.
+Each is ``plan(source, workload, budget, *, shape=None) -> VectorEstimate`` (ektelo plans 1-6, 10, 16):
+the classic selector's ``LinearStrategy`` measured through the kernel and reconstructed, with exact
+error bars (a pure-DP budget measures with Laplace noise, a zCDP budget with Gaussian noise). Their
+expected error is known before any data is touched: ``strategy.expected_error(W)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from operators.client import Handle
+from operators.estimate import VectorEstimate
 from kernel.matrix import Matrix
+from operators import measure
 from operators.selection import classic, memo
-from plans.common import BudgetLike, data_vector, measure_and_solve
+from operators.selection.linear import Budget, LinearStrategy
 
 
-def strategy_plan(choose: Callable[[tuple[int, ...], Matrix], Matrix], name: str, doc: str):
-    """A plan that measures ``choose(shape, workload)`` and solves by least squares."""
+Select = Callable[[tuple[int, ...], Matrix], LinearStrategy]
 
-    def plan(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None) -> np.ndarray:
-        vector, dims = data_vector(source, shape)
-        return measure_and_solve(vector, choose(dims, workload), budget)
-
-    plan.__name__ = plan.__qualname__ = name
-    plan.__doc__ = doc
-    plan.strategy = choose
-    return plan
-
-
-identity = strategy_plan(lambda s, W: classic.identity(s), "identity", "Identity: noisy counts of every cell.")
-uniform = strategy_plan(lambda s, W: classic.total(s), "uniform", "Uniform: the noisy total spread evenly.")
-privelet = strategy_plan(lambda s, W: classic.privelet(s), "privelet", "Privelet: Haar wavelet coefficients.")
-h2 = strategy_plan(lambda s, W: classic.h2(s), "h2", "H2: the binary hierarchy of intervals.")
-hb = strategy_plan(lambda s, W: classic.hb(s), "hb", "HB: the hierarchy with the branching that minimizes error.")
-greedy_h = strategy_plan(
-    lambda s, W: memo.remember("greedy_h", W, (), lambda: classic.greedy_h(W)),
-    "greedy_h", "Greedy-H: a weighted hierarchy fit to W^T W (remembered per workload).",
-)
-quadtree = strategy_plan(lambda s, W: classic.quadtree(s), "quadtree", "QuadTree: recursive quadrants down to cells.")
+#: Each data-independent plan's selector, by catalog name: (shape of the data vector, workload) -> strategy.
+SELECTORS: dict[str, Select] = {
+    "Identity": lambda dims, W: classic.identity(dims),
+    "Uniform": lambda dims, W: classic.total(dims),
+    "Privelet": lambda dims, W: classic.privelet(dims),
+    "H2": lambda dims, W: classic.h2(dims),
+    "HB": lambda dims, W: classic.hb(dims),
+    "GreedyH": lambda dims, W: memo.remember("greedy_h", W, (), lambda: classic.greedy_h(W)),
+    "QuadTree": lambda dims, W: classic.quadtree(dims),
+}
 
 
-def hb_striped_kron(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
-                    attribute: int = 0) -> np.ndarray:
+def measured(source: Handle, workload: Matrix, budget: Budget, shape: Sequence[int] | None,
+             select: Select) -> VectorEstimate:
+    """Measure ``select(shape of the data vector, workload)`` with the whole ``budget``; reconstruct ``workload``."""
+    vector, dims = measure.data_vector(source, shape)
+    strategy = select(dims, workload)
+    return strategy.reconstruct(strategy.measure(vector, budget), workload=workload)
+
+
+def identity(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None) -> VectorEstimate:
+    """Identity: noisy counts of every cell."""
+    return measured(source, workload, budget, shape, SELECTORS["Identity"])
+
+
+def uniform(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None) -> VectorEstimate:
+    """Uniform: the noisy total spread evenly (its error bars hold only for queries the total determines)."""
+    return measured(source, workload, budget, shape, SELECTORS["Uniform"])
+
+
+def privelet(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None) -> VectorEstimate:
+    """Privelet: Haar wavelet coefficients."""
+    return measured(source, workload, budget, shape, SELECTORS["Privelet"])
+
+
+def h2(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None) -> VectorEstimate:
+    """H2: the binary hierarchy of intervals."""
+    return measured(source, workload, budget, shape, SELECTORS["H2"])
+
+
+def hb(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None) -> VectorEstimate:
+    """HB: the hierarchy with the branching that minimizes error."""
+    return measured(source, workload, budget, shape, SELECTORS["HB"])
+
+
+def greedy_h(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None) -> VectorEstimate:
+    """Greedy-H: a weighted hierarchy fit to W^T W (remembered per workload)."""
+    return measured(source, workload, budget, shape, SELECTORS["GreedyH"])
+
+
+def quadtree(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None) -> VectorEstimate:
+    """QuadTree: recursive quadrants down to cells."""
+    return measured(source, workload, budget, shape, SELECTORS["QuadTree"])
+
+
+def hb_striped_kron(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
+                    attribute: int = 0) -> VectorEstimate:
     """HB-Striped_kron: HB along ``attribute``, identity across the other attributes (one Kronecker strategy)."""
-    vector, dims = data_vector(source, shape)
-    return measure_and_solve(vector, classic.stripe(dims, attribute), budget)
+    return measured(source, workload, budget, shape, striped(attribute))
 
 
-hb_striped_kron.strategy = lambda s, W, attribute=0: classic.stripe(s, attribute)
+def striped(attribute: int) -> Select:
+    """HB-Striped_kron's selector along ``attribute``."""
+    return lambda dims, W: classic.stripe(dims, attribute)

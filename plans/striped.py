@@ -12,27 +12,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-import numpy as np
 
 from kernel.matrix import Matrix
 from operators import measure
 from operators.client import Handle
 from operators.measurement import Measurement
-from operators.inference import least_squares
+from operators.estimate import VectorEstimate
 from operators.partition import stripe
 from operators.selection import classic
-from plans.common import BudgetLike, data_vector, epsilon_of
+from plans.common import BudgetLike, epsilon_of, solved
 
 
 def stripe_measurements(vector: Handle, dims: tuple[int, ...], epsilon: Fraction, attribute: int) -> list[Measurement]:
     """HB measured with ``epsilon`` on each stripe of ``vector`` along ``attribute``."""
     stripes = stripe(dims, attribute)  # checks the attribute
-    strategy = classic.hb(dims[attribute])
+    strategy = classic.hb(dims[attribute]).matrix
     return [measure.laplace(part, strategy, epsilon) for part in vector.split_by_partition(stripes.labels)]
 
 
-def hb_striped(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
-               attribute: int = 0) -> np.ndarray:
+def hb_striped(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+               attribute: int = 0) -> VectorEstimate:
     """HB-Striped: per-stripe HB with the whole budget (parallel composition), one least squares."""
-    vector, dims = data_vector(source, shape)
-    return least_squares(stripe_measurements(vector, dims, epsilon_of(budget), attribute), size=vector.size)
+    vector, dims = measure.data_vector(source, shape)
+    return solved(stripe_measurements(vector, dims, epsilon_of(budget), attribute), vector.size, workload)

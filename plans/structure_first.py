@@ -19,15 +19,17 @@ import numpy as np
 from kernel.matrix import Identity, Matrix
 from operators import measure
 from operators.client import Handle
-from operators.inference import least_squares
-from plans.common import BudgetLike, ScaleEstimate, data_vector, epsilon_of, scale_or_noisy_total, split_budget
+from operators.estimate import VectorEstimate
+from plans.common import (
+    CONDITIONAL, BudgetLike, ScaleEstimate, epsilon_of, scale_or_noisy_total, solved, split_budget,
+)
 
 
-def structure_first(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None = None,
-                    buckets: int = 32, rho: float | Fraction | str = 0.3, bound: float | None = None,
-                    scale: float | None = None, total_share: float | Fraction | str = 0.05) -> np.ndarray:
-    """StructureFirst in 1-D: ``buckets`` intervals chosen with rho * eps, measured with the rest."""
-    vector, dims = data_vector(source, shape)
+def structure_first(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+                    buckets: int = 32, selection_share: float | Fraction | str = 0.3, bound: float | None = None,
+                    scale: float | None = None, total_share: float | Fraction | str = 0.05) -> VectorEstimate:
+    """StructureFirst in 1-D: ``buckets`` intervals chosen with selection_share * eps, measured with the rest."""
+    vector, dims = measure.data_vector(source, shape)
     if len(dims) != 1:
         raise ValueError(f"StructureFirst buckets a 1-D histogram; got {len(dims)} dimensions")
     if not 2 <= int(buckets) <= vector.size:
@@ -37,8 +39,8 @@ def structure_first(source: Handle, workload: Matrix, budget: BudgetLike, shape:
         bound = max(1.0, 4.0 * known.value / vector.size)
     else:
         known = ScaleEstimate(float("nan"), epsilon_of(budget), ())
-    structure_epsilon, measure_epsilon = split_budget(known.remaining, rho, "rho")
+    structure_epsilon, measure_epsilon = split_budget(known.remaining, selection_share, "selection_share")
     cuts = [0, *vector.structure_first(int(buckets), float(bound), structure_epsilon), vector.size]
     groups = vector.reduce_by_partition(np.repeat(np.arange(len(cuts) - 1), np.diff(cuts)))
     bucket_counts = measure.laplace(groups, Identity(groups.size), measure_epsilon)
-    return least_squares([bucket_counts, *known.measurements], size=vector.size)
+    return solved([bucket_counts, *known.measurements], vector.size, workload, CONDITIONAL.format("the buckets"))

@@ -22,7 +22,7 @@ from kernel.predicate import And, Between, Compare, In, Not, Or
 from operators.predicates import attr
 from kernel.service import Kernel
 from kernel.table import TableBackend, load_table
-from plans.catalog import catalog
+from plans import catalog
 
 ODD = 'odd "name", really'
 LABELS = ("O'Brien", 'say "hi"', "a;b); DROP TABLE x; --")

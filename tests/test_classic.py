@@ -20,9 +20,9 @@ from operators.workload import RandomRange
 
 
 def test_trivial_strategies():
-    assert np.array_equal(classic.identity((3, 4)).dense(), np.eye(12))
-    assert np.array_equal(classic.total((3, 4)).dense(), np.ones((1, 12)))
-    assert np.array_equal(classic.prefix(4).dense(), np.tril(np.ones((4, 4))))
+    assert np.array_equal(classic.identity((3, 4)).matrix.dense(), np.eye(12))
+    assert np.array_equal(classic.total((3, 4)).matrix.dense(), np.ones((1, 12)))
+    assert np.array_equal(classic.prefix(4).matrix.dense(), np.tril(np.ones((4, 4))))
 
 
 def _brute_branching(size: int) -> tuple[int, int]:
@@ -60,20 +60,20 @@ def _explicit_tree(n: int, b: int) -> set[tuple[int, int]]:
 
 
 def test_hb_equals_an_explicit_tree():
-    A = classic.hb(4096)
+    A = classic.hb(4096).matrix
     rows = set(zip(A.lo.tolist(), A.hi.tolist()))
     assert len(rows) == A.shape[0] == 16 + 256 + 4096
     assert rows == _explicit_tree(4096, 16)
     assert {hi - lo + 1 for lo, hi in rows} == {256, 16, 1}
     # a non-power size and the dense matrix itself
-    B = classic.hb(300)
+    B = classic.hb(300).matrix
     b, _ = classic.hb_branching(300)
     cells = np.arange(300)
     expected = np.array([(cells >= lo) & (cells <= hi) for lo, hi in _explicit_tree(300, b)], dtype=float)
     got = B.dense()
     assert np.array_equal(got[np.lexsort(got.T[::-1])], expected[np.lexsort(expected.T[::-1])])
     # height one: HB is the identity
-    assert np.array_equal(classic.hb(64).dense(), np.eye(64))
+    assert np.array_equal(classic.hb(64).matrix.dense(), np.eye(64))
 
 
 @pytest.mark.parametrize(
@@ -83,26 +83,26 @@ def test_hb_equals_an_explicit_tree():
 )
 def test_hb_reproduces_hdmm_table_4(workload, n, table):
     W = {"all-range": AllRange, "prefix": Prefix, "width32": lambda n: WidthRange(n, 32)}[workload](n)
-    assert rmse(W, classic.hb(n)) == pytest.approx(table, abs=0.006)
+    assert rmse(W, classic.hb(n).matrix) == pytest.approx(table, abs=0.006)
 
 
 def test_two_dimensional_kronecker_forms():
-    h = classic.h2((4, 8)).dense()
+    h = classic.h2((4, 8)).matrix.dense()
     assert np.array_equal(h, np.kron(Hierarchical(4, 2).dense(), Hierarchical(8, 2).dense()))
-    assert np.array_equal(classic.privelet((4, 8)).dense(), np.kron(Haar(4).dense(), Haar(8).dense()))
+    assert np.array_equal(classic.privelet((4, 8)).matrix.dense(), np.kron(Haar(4).dense(), Haar(8).dense()))
     # HB in 2-D: b from the whole domain (1024 cells: b = 32), the same b per dimension
     assert classic.hb_branching(16 * 64)[0] == 32
     expected = np.kron(np.eye(16), Hierarchical(64, 32, include_root=False).dense())
-    assert np.array_equal(classic.hb((16, 64)).dense(), expected)
-    assert np.array_equal(classic.h2(5).dense(), Hierarchical(5, 2).dense())
+    assert np.array_equal(classic.hb((16, 64)).matrix.dense(), expected)
+    assert np.array_equal(classic.h2(5).matrix.dense(), Hierarchical(5, 2).dense())
 
 
 def test_stripe_is_hb_along_one_attribute():
-    S = classic.stripe((3, 300), 1)
-    assert np.array_equal(S.dense(), np.kron(np.eye(3), classic.hb(300).dense()))
-    S0 = classic.stripe((300, 2), 0)
-    assert np.array_equal(S0.dense(), np.kron(classic.hb(300).dense(), np.eye(2)))
-    assert S.sensitivity() == classic.hb(300).sensitivity()
+    S = classic.stripe((3, 300), 1).matrix
+    assert np.array_equal(S.dense(), np.kron(np.eye(3), classic.hb(300).matrix.dense()))
+    S0 = classic.stripe((300, 2), 0).matrix
+    assert np.array_equal(S0.dense(), np.kron(classic.hb(300).matrix.dense(), np.eye(2)))
+    assert S.sensitivity() == classic.hb(300).matrix.sensitivity()
     with pytest.raises(ValueError):
         classic.stripe((3, 4), 2)
 
@@ -148,10 +148,10 @@ def _assert_greedy_h_follows_its_documented_rule(W, monkeypatch):
     its structured products (explicit materialization switched off)."""
     expected = _row_set(_naive_greedy(gram(W).dense(), grid=10))
     for workload in (W, Dense(W.dense())):
-        assert np.allclose(_row_set(classic.greedy_h(workload, grid=10).dense()), expected, atol=1e-12)
+        assert np.allclose(_row_set(classic.greedy_h(workload, grid=10).matrix.dense()), expected, atol=1e-12)
     with monkeypatch.context() as patch:
         patch.setattr(classic, "EXPLICIT_NONZEROS", 0)
-        assert np.allclose(_row_set(classic.greedy_h(W, grid=10).dense()), expected, atol=1e-12)
+        assert np.allclose(_row_set(classic.greedy_h(W, grid=10).matrix.dense()), expected, atol=1e-12)
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 12, 16])
@@ -175,7 +175,7 @@ def test_greedy_h_on_boxes_reduced_by_a_partition_follows_its_documented_rule(se
 
 
 def test_greedy_h_paths_sum_to_one():
-    A = classic.greedy_h(RandomRange(300, 200, seed=3))
+    A = classic.greedy_h(RandomRange(300, 200, seed=3)).matrix
     assert np.allclose(A.column_norms("l1"), 1.0)
 
 
@@ -198,7 +198,7 @@ def test_greedy_h_against_hdmm_table_4(case):
     workload, n = case
     W = {"all-range": AllRange, "prefix": Prefix, "width32": lambda n: WidthRange(n, 32)}[workload](n)
     table, h2_error, identity_error = GREEDY_TABLE[case]
-    ours = rmse(W, classic.greedy_h(W))
+    ours = rmse(W, classic.greedy_h(W).matrix)
     assert ours < min(h2_error, identity_error)
     if n == 64:
         assert abs(ours / table - 1) < 0.04
@@ -209,7 +209,7 @@ def test_greedy_h_against_hdmm_table_4(case):
 
 
 def test_greedy_h_scales_to_dpbench_sizes():
-    A = classic.greedy_h(RandomRange(4096, 1000, seed=0))
+    A = classic.greedy_h(RandomRange(4096, 1000, seed=0)).matrix
     assert A.shape[1] == 4096 and A.sensitivity() == pytest.approx(1.0)
 
 
@@ -236,7 +236,7 @@ def _explicit_quadtree(shape):
 
 @pytest.mark.parametrize("shape", [(4, 4), (5, 3), (1, 6), (8, 8), (3, 2, 2)])
 def test_quadtree_rows_brute_force(shape):
-    Q = classic.quadtree(shape)
+    Q = classic.quadtree(shape).matrix
     got = sorted(zip(map(tuple, Q.lo.tolist()), map(tuple, Q.hi.tolist())))
     assert got == sorted(_explicit_quadtree(shape))
     assert Q.lo[0].tolist() == [0] * len(shape)  # root first
@@ -245,7 +245,7 @@ def test_quadtree_rows_brute_force(shape):
 
 
 def test_quadtree_in_one_dimension_is_h2():
-    assert np.array_equal(classic.quadtree(13).dense(), Hierarchical(13, 2).dense())
+    assert np.array_equal(classic.quadtree(13).matrix.dense(), Hierarchical(13, 2).dense())
 
 
 def _covers_once(R) -> bool:
@@ -254,11 +254,11 @@ def _covers_once(R) -> bool:
 
 def test_uniform_grid_cell_side():
     # N eps / c = 100 cells wanted on 64 x 64: side ceil(sqrt(4096 / 100)) = 7, 10 x 10 cells
-    U = classic.uniform_grid((64, 64), 10_000, 0.1)
+    U = classic.uniform_grid((64, 64), 10_000, 0.1).matrix
     assert U.shape == (100, 4096) and _covers_once(U)
     assert set((U.hi - U.lo + 1).ravel().tolist()) == {7, 1}
-    assert classic.uniform_grid((64, 64), -5.0, 0.1).shape == (1, 4096)  # noisy N <= 0: the total
-    assert np.array_equal(classic.uniform_grid((8, 8), 1e9, 1.0).dense(), np.eye(64))
+    assert classic.uniform_grid((64, 64), -5.0, 0.1).matrix.shape == (1, 4096)  # noisy N <= 0: the total
+    assert np.array_equal(classic.uniform_grid((8, 8), 1e9, 1.0).matrix.dense(), np.eye(64))
 
 
 def test_adaptive_grid_levels():

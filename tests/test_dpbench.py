@@ -17,7 +17,7 @@ from ektelo_ng.dpbench.grid import Grid, Setting, parse_domain
 from ektelo_ng.dpbench.metrics import scaled_errors
 from ektelo_ng.dpbench.runner import RESULTS, read_results, run_grid, run_setting
 from operators.matrices import Prefix
-from plans.catalog import info
+from plans import info
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "dpbench"
 needs_files = pytest.mark.skipif(not (SHARED / "NOTICE.md").exists(), reason="DPBench data files not beside the repo")

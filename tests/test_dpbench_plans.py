@@ -15,8 +15,8 @@ from operators import measure
 from operators import workload as wl
 from operators.partition import kd_partition
 from plans import ahp, mwem
-from plans.catalog import catalog, info
-from plans.common import data_vector
+from plans import catalog, info
+from operators.measure import data_vector
 
 EPSILON = Fraction(1, 2)
 NEW = ["DPCube", "MWEM*", "AHP*"]
@@ -56,7 +56,7 @@ def test_plans_spend_exactly_their_budget(name, shape, scale):
     columns, domain = table_of(skewed_counts(shape))
     session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=1)
     params = {**info[name].defaults, **({} if scale is None else {"scale": scale})}
-    estimate = catalog[name](session.source, workload_for(shape), EPSILON, **params)
+    estimate = catalog[name](session.source, workload_for(shape), EPSILON, **params).x
     assert estimate.shape == (domain.size,) and np.all(np.isfinite(estimate))
     assert session.budget.spent == ek.PureDP(EPSILON)
 
@@ -168,7 +168,7 @@ def test_kd_partition_refuses_bad_input(args, message):
 def test_dpcube_with_negligible_noise_recovers_the_data(counts):
     columns, domain = table_of(counts)
     session = ek.protect(columns, domain, ek.PureDP(10**7), seed=0)
-    estimate = catalog["DPCube"](session.source, workload_for(counts.shape), 10**7)
+    estimate = catalog["DPCube"](session.source, workload_for(counts.shape), 10**7).x
     assert np.max(np.abs(estimate - counts.ravel())) < 1e-3
 
 
@@ -176,7 +176,7 @@ def test_dpcube_is_the_weighted_least_squares_of_cells_and_boxes():
     counts = np.repeat([3, 30, 0, 12], 16)
     columns, domain = table_of(counts)
     plan_session = ek.protect(columns, domain, ek.PureDP(1), seed=7)
-    estimate = catalog["DPCube"](plan_session.source, wl.Prefix(64), 1)
+    estimate = catalog["DPCube"](plan_session.source, wl.Prefix(64), 1).x
     laplaces = ops(plan_session, "laplace")
     assert [e["epsilon"] for e in laplaces] == ["1/2", "1/2"] and laplaces[1]["matrix"]["kind"] == "ranges"
     # the same requests on an identically seeded kernel give the same noisy answers
@@ -198,8 +198,8 @@ def test_dpcube_is_the_weighted_least_squares_of_cells_and_boxes():
 def test_dpcube_refuses_a_bad_share_before_spending():
     columns, domain = table_of(skewed_counts((16,)))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
-    with pytest.raises(ValueError, match="rho"):
-        catalog["DPCube"](session.source, wl.Prefix(16), 1, rho=1)
+    with pytest.raises(ValueError, match="selection_share"):
+        catalog["DPCube"](session.source, wl.Prefix(16), 1, selection_share=1)
     assert session.budget.spent == ek.PureDP.zero()
 
 
@@ -209,7 +209,7 @@ def test_dpcube_refuses_a_bad_share_before_spending():
 def mwem_star_rounds(counts, epsilon, **params):
     columns, domain = table_of(counts)
     session = ek.protect(columns, domain, ek.PureDP(epsilon), seed=3)
-    estimate = mwem.mwem_star(session.source, wl.Prefix(counts.size), epsilon, **params)
+    estimate = mwem.mwem_star(session.source, wl.Prefix(counts.size), epsilon, **params).x
     assert session.budget.spent == ek.PureDP(epsilon) and estimate.shape == (counts.size,)
     return len(ops(session, "worst_approx"))
 
@@ -235,11 +235,11 @@ def test_mwem_star_rows_start_at_their_signal_and_a_noisy_total_picks_the_row():
 def test_run_takes_the_rounds_from_the_record_count():
     columns, domain = table_of(skewed_counts((16,), 2000))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
-    run = mwem.run(session.source, wl.Prefix(16), 1, rounds=lambda records: int(records) // 500, scale=2000)
+    run = mwem.mwem(session.source, wl.Prefix(16), 1, rounds=lambda records: int(records) // 500, scale=2000)
     assert len(run.selected) == 4 and len(run.measurements) == 4
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
     with pytest.raises(ValueError, match="rounds must be a positive number, got 0"):
-        mwem.run(session.source, wl.Prefix(16), 1, rounds=lambda records: 0, scale=2000)
+        mwem.mwem(session.source, wl.Prefix(16), 1, rounds=lambda records: 0, scale=2000)
 
 
 @pytest.mark.parametrize("params, message", [
@@ -283,7 +283,7 @@ def test_ahp_star_takes_rho_from_its_table_and_runs_on_what_the_total_leaves():
 
 
 @pytest.mark.parametrize("table, message", [
-    (((0, (1.0, 0.35)),), "rho"), (((0, (0.5, -1.0)),), "eta"), (((0, 0.5),), r"\(rho, eta\)"),
+    (((0, (1.0, 0.35)),), "selection_share"), (((0, (0.5, -1.0)),), "eta"), (((0, 0.5),), r"\(selection_share, eta\)"),
     (((10, (0.5, 0.35)),), "increasing from 0"),
 ])
 def test_ahp_star_refuses_bad_tables_before_spending(table, message):

@@ -77,7 +77,7 @@ def test_levels_outside_zero_one_are_refused(level):
 
 
 def test_kronecker_path_matches_dense_on_a_kronecker_workload():
-    A = Kronecker([classic.hb((12,)), Identity(5)]) * 0.5
+    A = Kronecker([classic.hb((12,)).matrix, Identity(5)]) * 0.5
     W = VStack([Kronecker([Prefix(12), Total(5)]), Kronecker([Identity(12), Prefix(5)]) * 3.0])
     m = [measured(A, 2.0)]
     cov = covariance.LeastSquaresCovariance(m, 60)
@@ -86,14 +86,14 @@ def test_kronecker_path_matches_dense_on_a_kronecker_workload():
 
 
 def test_kronecker_path_with_a_workload_without_that_structure():
-    A = Kronecker([classic.hb((12,)), Identity(5)])
+    A = Kronecker([classic.hb((12,)).matrix, Identity(5)])
     W = Dense(np.random.default_rng(1).normal(size=(7, 60)))
     m = [measured(A, 1.5)]
     np.testing.assert_allclose(covariance.LeastSquaresCovariance(m, 60).variances(W), dense_variances(m, W), rtol=1e-9)
 
 
 def test_dense_path_matches_with_several_measurements_and_per_row_noise():
-    m = [measured(classic.h2((40,)), 1.0), measured(Prefix(40), np.linspace(1, 3, 40), "gaussian"),
+    m = [measured(classic.h2((40,)).matrix, 1.0), measured(Prefix(40), np.linspace(1, 3, 40), "gaussian"),
          measured(Total(40), 0.5)]
     W = VStack([Prefix(40), Identity(40)])
     cov = covariance.LeastSquaresCovariance(m, 40)
@@ -103,7 +103,7 @@ def test_dense_path_matches_with_several_measurements_and_per_row_noise():
 
 def test_iterative_path_matches_dense(monkeypatch):
     monkeypatch.setattr(covariance, "DENSE_LIMIT", 10)
-    m = [measured(classic.h2((30,)), 1.0), measured(Identity(30), 2.0)]
+    m = [measured(classic.h2((30,)).matrix, 1.0), measured(Identity(30), 2.0)]
     W = Prefix(30)
     cov = covariance.LeastSquaresCovariance(m, 30)
     assert cov.method == "iterative"
@@ -111,8 +111,8 @@ def test_iterative_path_matches_dense(monkeypatch):
 
 
 @pytest.mark.parametrize("measurements", [
-    [measured(classic.hb((20,)), 2.0)],
-    [measured(classic.h2((20,)), 1.0), measured(Identity(20), 3.0, "gaussian")],
+    [measured(classic.hb((20,)).matrix, 2.0)],
+    [measured(classic.h2((20,)).matrix, 1.0), measured(Identity(20), 3.0, "gaussian")],
 ])
 def test_noise_coefficients_reproduce_the_estimate_error(measurements):
     """c^T e, with e the unit-variance noise, is exactly the estimate's error on every query."""
@@ -128,7 +128,7 @@ def test_noise_coefficients_reproduce_the_estimate_error(measurements):
 
 
 def test_vector_estimate_reports_and_exports():
-    m = measured(classic.hb((16,)), 2.0)
+    m = measured(classic.hb((16,)).matrix, 2.0)
     estimate = VectorEstimate(least_squares([m]), [m], workload=Prefix(16))
     assert np.asarray(estimate).shape == (16,)
     found = estimate.intervals(level=0.9)
@@ -150,3 +150,24 @@ def test_wrong_workload_width_is_refused_clearly():
     m = measured(Identity(4), 1.0)
     with pytest.raises(ValueError, match="5 columns but the estimate has 4 cells"):
         VectorEstimate(m.answers, [m]).variances(Identity(5))
+
+
+def test_every_catalog_plan_has_the_one_signature():
+    """plan(source, workload, budget, *, shape=None, **params) -> an Estimate, for every catalog entry."""
+    import inspect
+    import typing
+
+    import plans
+    from operators.estimate import Estimate
+
+    for name, plan in plans.catalog.items():
+        parameters = list(inspect.signature(plan).parameters.values())
+        assert [p.name for p in parameters[:3]] == ["source", "workload", "budget"], name
+        assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in parameters[:3]), name
+        rest = {p.name: p for p in parameters[3:]}
+        assert rest["shape"].default is None, name
+        assert all(p.kind is p.KEYWORD_ONLY for p in rest.values()), name
+        assert set(plans.info[name].defaults) <= set(rest), name
+        returned = typing.get_type_hints(plan)["return"]
+        assert issubclass(returned, Estimate), (name, returned)
+        assert "rho" not in rest, name  # budget shares have their own names

@@ -37,7 +37,8 @@ def test_measurement_validation():
 
 
 @pytest.mark.parametrize(
-    "strategy", [Hierarchical(37, 2), classic.quadtree((6, 9)), classic.hb((16, 64)), classic.privelet((8, 4))]
+    "strategy",
+    [Hierarchical(37, 2), classic.quadtree((6, 9)).matrix, classic.hb((16, 64)).matrix, classic.privelet((8, 4)).matrix],
 )
 def test_least_squares_recovers_exact_measurements(strategy):
     x = np.random.default_rng(0).poisson(6.0, strategy.shape[1]).astype(float)

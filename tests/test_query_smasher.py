@@ -23,6 +23,7 @@ from operators.matrices import Prefix
 from operators import algebra
 from operators.residual import cell_covariance, dense_marginal
 from operators.selection.query_smasher import (
+    QueryReconstruction,
     abs_queries,
     affine_queries,
     circular_ranges,
@@ -343,7 +344,7 @@ def test_empirical_variance_matches_the_prediction():
     x = rng.poisson(5.0, size=sizes).astype(float)
     truth = full_queries(sizes, workload) @ x.ravel()
     trials = 1500
-    errors = np.array([strategy.reconstruct(strategy.measure(x, rng)).answers() - truth for _ in range(trials)])
+    errors = np.array([strategy.simulate(x, strategy.budget, rng).answers() - truth for _ in range(trials)])
     predicted = strategy.variance()
     m = len(predicted)
     alpha = 1e-6 / m
@@ -360,7 +361,7 @@ def test_reconstruction_is_exact_without_noise_and_gives_consistent_marginals():
     workload = mixed_workload(rng)
     strategy = query_smasher(sizes, workload, budget=1e18)
     x = rng.poisson(5.0, size=sizes).astype(float)
-    result = strategy.reconstruct(strategy.measure(x, rng))
+    result = strategy.simulate(x, strategy.budget, rng)
     np.testing.assert_allclose(result.answers(), full_queries(sizes, workload) @ x.ravel(), atol=1e-6)
     np.testing.assert_allclose(result.answers(2), AllRange(3).dense() @ x.sum(axis=(1, 2)), atol=1e-6)
     np.testing.assert_allclose(result.marginal((0, 1)), x.sum(axis=2), atol=1e-6)
@@ -368,12 +369,12 @@ def test_reconstruction_is_exact_without_noise_and_gives_consistent_marginals():
     # a rank-deficient subworkload (2-D affine alone) answers its queries but not the marginal
     affine = query_smasher([4, 4], [((0, 1), affine_queries(4, 4))], budget=1e18)
     y = rng.poisson(5.0, size=(4, 4)).astype(float)
-    estimate = affine.reconstruct(affine.measure(y, rng))
+    estimate = affine.simulate(y, affine.budget, rng)
     np.testing.assert_allclose(estimate.answers(), affine_queries(4, 4).array @ y.ravel(), atol=1e-6)
     with pytest.raises(ValueError, match="does not determine"):
         estimate.marginal((0, 1))
     with pytest.raises(KeyError, match="no measurement"):
-        strategy.reconstruct({(): [1.0]})
+        QueryReconstruction(strategy, {(): [1.0]})
 
 
 def test_strategy_matrices_and_scaling():

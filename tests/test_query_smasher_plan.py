@@ -16,9 +16,10 @@ from kernel.matrix import Dense, Identity, Kronecker
 from operators.matrices import Prefix
 from operators.client import Handle
 from operators.residual import dense_marginal
-from operators.selection.query_smasher import affine_queries, query_smasher as select
-from plans.catalog import catalog, info
-from plans.query_smasher import host_matrix, measured_hosts, query_smasher
+from operators.selection.query_smasher import QueryReconstruction, affine_queries, query_smasher as select
+from plans import catalog, info
+from operators.selection.query_smasher.hosts import host_matrix, measured_hosts
+from plans.query_smasher import query_smasher
 
 SIZES = {"a": 2, "b": 3, "c": 4}
 #: a 2-way prefix, a 2-way affine with its attributes out of domain order, a 1-way marginal
@@ -53,10 +54,10 @@ def test_the_kernel_charges_exactly_the_budget_and_only_projections_are_vectoriz
     result = query_smasher(session.source, WORKLOAD, ek.ZCDP("1/2"))
     assert session.budget.spent == ek.ZCDP("1/2")
     charges = [e["charge"] for e in session.transcript() if e["op"] == "gaussian"]
-    assert len(charges) == len(result.hosts) == 2  # one request per host
+    assert len(charges) == len(measured_hosts(result.strategy)) == 2  # one request per host
     lineage = session.lineage()
     vectors = [(node, a) for node, a in lineage.nodes(data=True) if a["kind"] == "vector"]
-    assert len(vectors) == len(result.hosts)
+    assert len(vectors) == len(measured_hosts(result.strategy))
     for node, attributes in vectors:
         (parent,) = lineage.predecessors(node)
         assert lineage.edges[parent, node]["op"] == "vectorize"
@@ -131,7 +132,7 @@ def test_answers_and_variances_agree_with_the_strategys_numpy_simulation(monkeyp
     columns, domain = data(seed=4), ek.Domain.from_dict(SIZES)
     session = ek.protect(columns, domain, ek.ZCDP(10**8), seed=5)
     kernel = query_smasher(session.source, WORKLOAD, ek.ZCDP(10**8))
-    simulated = kernel.strategy.reconstruct(kernel.strategy.measure(full_vector(columns, domain), rng=6))
+    simulated = kernel.strategy.simulate(full_vector(columns, domain), ek.ZCDP(10**8), seed=6)
     np.testing.assert_allclose(kernel.answers(), simulated.answers(), atol=2e-2)
     np.testing.assert_allclose(kernel.marginal((0, 1)), simulated.marginal((0, 1)), atol=2e-2)
 
@@ -146,7 +147,7 @@ def test_answers_and_variances_agree_with_the_strategys_numpy_simulation(monkeyp
     monkeypatch.setattr(Handle, "gaussian", recorded)
     session = ek.protect(columns, domain, ek.ZCDP("1/2"), seed=7)
     result = query_smasher(session.source, WORKLOAD, ek.ZCDP("1/2"))
-    for host, scale in zip(result.hosts, scales, strict=True):
+    for host, scale in zip(measured_hosts(result.strategy), scales, strict=True):
         for a in host.residuals:
             assert result.noise_scales[a] == scale**2 * result.strategy.noise_scales()[a]
     reference = select(domain, WORKLOAD).scaled(ek.ZCDP("1/2")).variance()
@@ -165,7 +166,7 @@ def _answer_covariance(result):
         for r in range(k):
             omegas = {b: np.zeros(n) for b, n in rows.items()}
             omegas[a][r] = 1.0
-            column = strategy.reconstruct(omegas).answers()
+            column = QueryReconstruction(strategy, omegas).answers()
             covariance = covariance + result.noise_scales[a] * np.outer(column, column)
     return covariance
 

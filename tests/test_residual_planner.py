@@ -11,7 +11,14 @@ import scipy.linalg
 import scipy.optimize
 
 from kernel.domain import Domain
-from operators.residual import dense_marginal, dense_residual, dense_residual_noise, residual_answers
+from operators.residual import (
+    ResidualReconstruction,
+    SubsetFamily,
+    dense_marginal,
+    dense_residual,
+    dense_residual_noise,
+    residual_answers,
+)
 from operators.selection.residual_planner import (
     ResidualProblem,
     as_pcost,
@@ -384,6 +391,12 @@ def test_budget_conversions():
     assert strategy.pcost() == pytest.approx(4.0)
 
 
+def reconstruction(strategy, omegas):
+    """Algorithm 2 on hand-made residual answers ``{A: omega_A}`` (names or positions), over the closure."""
+    family = SubsetFamily.closure(strategy.residual_sets, len(strategy.domain))
+    return ResidualReconstruction(strategy.domain, family, omegas)
+
+
 def test_covariance_and_reconstruction_against_dense_gls():
     rng = np.random.default_rng(4)
     sizes = (2, 3, 4)
@@ -396,7 +409,7 @@ def test_covariance_and_reconstruction_against_dense_gls():
     precision = np.linalg.inv(sigma)
     info_pinv = np.linalg.pinv(b.T @ precision @ b)
     omegas = {a: rng.normal(size=math.prod(sizes[i] - 1 for i in a)) for a in sets}
-    recon = strategy.reconstruct(omegas)
+    recon = reconstruction(strategy, omegas)
     stacked = np.concatenate([omegas[a] for a in sets])
     for a in sets:
         q = dense_marginal(sizes, a)
@@ -416,7 +429,7 @@ def test_noiseless_reconstruction_and_size_one_attributes():
     for a in strategy.residual_sets:
         marginal = dense_marginal(domain.sizes, a) @ x
         omegas[tuple(domain.names[i] for i in a)] = residual_answers(marginal, [domain.sizes[i] for i in a])
-    recon = strategy.reconstruct(omegas)
+    recon = reconstruction(strategy, omegas)
     both = recon.marginal(("one", "a"))
     assert both.shape == (3, 1)
     np.testing.assert_allclose(both.ravel(), dense_marginal(domain.sizes, (0,)) @ x)

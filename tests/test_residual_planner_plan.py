@@ -10,7 +10,8 @@ from scipy import stats
 import ektelo_ng as ek
 from operators.residual import sub_matrix
 from operators.selection import residual_planner as select
-from plans.residual_planner import residual_planner, unwhiten, whitened_residual
+from operators.selection.residual_hosts import unwhiten, whitened_residual
+from plans.residual_planner import residual_planner
 
 SIZES = {"a": 2, "b": 3, "c": 4}
 WORKLOAD = [(0, 1), (1, 2), (0,)]
@@ -80,7 +81,7 @@ def test_zcdp_is_required():
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from operators.residual import SubsetFamily  # noqa: E402
-from plans.residual_planner import host_matrix, maximal_sets, plan_hosts  # noqa: E402
+from operators.selection.residual_hosts import host_matrix, maximal_sets, plan_hosts  # noqa: E402
 
 
 def _brute_maximal(sets):
@@ -141,7 +142,7 @@ def test_shared_hosts_give_the_predicted_variance_and_fewer_scans():
     runs = 300
     session = ek.protect(columns, domain, ek.ZCDP(runs), seed=4)
     estimates = [residual_planner(session.source, workload, ek.ZCDP(1)) for _ in range(runs)]
-    assert len(estimates[0].hosts) < len(workload)
+    assert len(estimates[0].strategy.hosts()) < len(workload)
     assert session.budget.spent == ek.ZCDP(runs)
     errors = np.array([(e.marginal((2, 3)) - truth).ravel() for e in estimates])
     covariance = estimates[0].covariance((2, 3))
@@ -159,7 +160,7 @@ def test_shared_hosts_give_the_predicted_variance_and_fewer_scans():
 from fractions import Fraction  # noqa: E402
 from functools import reduce  # noqa: E402
 
-import plans.residual_planner as planner  # noqa: E402
+import operators.selection.residual_hosts as planner  # noqa: E402
 
 
 def test_hosts_with_one_pattern_share_one_matrix():
@@ -192,7 +193,9 @@ def test_batched_counting_and_measuring_put_every_residual_in_its_place(monkeypa
     family = SubsetFamily.closure(strategy.workload, len(sizes))
     hosts = plan_hosts(domain.sizes, family, max_cells=24)
     assert len({planner.host_pattern(domain.sizes, h, {a: 1.0 for a in family.sets}) for h in hosts}) > 1
-    omegas, applied = planner.measure_hosts(planner.count_hosts(session.source, hosts), hosts, strategy, rho)
+    measurements = planner.measure_hosts(planner.count_hosts(session.source, hosts), hosts, strategy.noise_scales(),
+                                         domain.sizes, rho)
+    omegas, applied = planner.decode(measurements, family, strategy.noise_scales(), domain.sizes)
     assert session.budget.spent == ek.ZCDP(rho)
     entries = session.transcript()
     assert sum(len(e["attributes"]) for e in entries if e["op"] == "vectorize_many") == len(hosts)

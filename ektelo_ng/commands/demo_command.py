@@ -17,9 +17,8 @@ import numpy as np
 from ektelo_ng.session import protect
 from kernel.domain import Domain
 from kernel.privacy import PureDP
-from operators.error import expected_error
 from operators.workload import Prefix
-from plans.catalog import info
+from plans import info
 
 
 def register(subcommands) -> None:
@@ -66,10 +65,9 @@ def run(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         estimate = entry.plan(session.source, W, epsilon, **entry.defaults)
         seconds = time.perf_counter() - start
-        strategy = getattr(entry.plan, "strategy", None)
-        expected = math.sqrt(expected_error(W, strategy((args.cells,), W)) / W.shape[0]) / float(epsilon) if strategy else None
+        expected = entry.strategy((args.cells,), W).rmse(W) / float(epsilon) if entry.strategy else None
         rows.append({
-            "plan": name, "rmse": float(np.sqrt(np.mean((W @ estimate - truth) ** 2))), "expected_rmse": expected,
+            "plan": name, "rmse": float(np.sqrt(np.mean((estimate.answer(W) - truth) ** 2))), "expected_rmse": expected,
             "spent": str(session.budget.spent.epsilon), "seconds": round(seconds, 3),
         })
     if args.json:

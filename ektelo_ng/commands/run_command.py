@@ -7,7 +7,6 @@ loads the table; the script's process holds only handles and noisy answers (docs
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib.util
 import json
 import sys
@@ -19,6 +18,7 @@ from ektelo_ng.commands.kernel_command import parse_budget, read_domain
 from ektelo_ng.session import connect, kernel_process, protect
 from kernel.privacy import PureDP, ZCDP
 from operators.client import Session
+from operators.estimate import Estimate, VectorEstimate
 from ektelo_ng.workload_spec import HELP, parse_workload
 
 
@@ -27,10 +27,11 @@ def register(subcommands) -> None:
         "run",
         help="run a plan script against a fresh kernel",
         description=(
-            "Load PLAN.py, which defines plan(source, workload, budget) returning an estimate of the data vector, "
-            "protect the table in a fresh kernel process (or connect to a served one), run the plan, and print its "
-            "answers, the budget spent and the lineage of what it derived. The plan's process never holds the data "
-            "unless --in-process is given."
+            "Load PLAN.py, which defines plan(source, workload, budget) returning an Estimate (as every plan of "
+            "plans.catalog does; a bare array of the data vector is accepted, without error bars), protect the table "
+            "in a fresh kernel process (or connect to a served one), run the plan, and print its answers with their "
+            "confidence intervals, the budget spent and the lineage of what it derived. The plan's process never "
+            "holds the data unless --in-process is given."
         ),
     )
     parser.add_argument("plan", type=Path, help="Python file defining plan(source, workload, budget)")
@@ -41,9 +42,13 @@ def register(subcommands) -> None:
     parser.add_argument("--in-process", action="store_true",
                         help="load the table into this process (faster start; only for plans you trust)")
     parser.add_argument("--budget", required=True, help="epsilon=VALUE (pure DP) or rho=VALUE (zCDP)")
-    parser.add_argument("--workload", help=f"optional {HELP}; answers are W @ estimate")
+    parser.add_argument("--workload", help=f"optional {HELP}; default: the plan's own workload, or every cell")
+    parser.add_argument("--level", type=float, default=0.95,
+                        help="confidence level of the intervals (default 0.95)")
     parser.add_argument("--seed", type=int, help="reproducible (non-secure) noise, flagged in every answer")
-    parser.add_argument("--out", type=Path, help="save results: .json (everything) or .csv (one row per answer)")
+    parser.add_argument("--out", type=Path,
+                        help="save results: .json (everything) or .csv (one row per answer: answer, variance, std, "
+                             "interval, method)")
     parser.set_defaults(run=run)
 
 
@@ -76,27 +81,34 @@ def run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Session) -> int:
     workload = parse_workload(args.workload) if args.workload else None
     estimate = plan(session.source, workload, budget)
-    estimate = np.asarray(getattr(estimate, "x", estimate), dtype=float)
-    answers = workload @ estimate if workload is not None else estimate
+    if not isinstance(estimate, Estimate):
+        estimate = VectorEstimate(np.asarray(getattr(estimate, "x", estimate), dtype=float),
+                                  note="the plan returned a bare array: no error bars")
+    records = estimate.records(workload, args.level)
     status = session.budget
     lineage = session.lineage()
     report = {
-        "plan": str(args.plan), "answers": answers.tolist(), "budget_total": str(status.total.value),
-        "budget_spent": str(status.spent.value), "budget_kind": status.total.kind,
+        "plan": str(args.plan), "note": estimate.note, "answers": json.loads(estimate.to_json(workload, args.level))["answers"],
+        "budget_total": str(status.total.value), "budget_spent": str(status.spent.value),
+        "budget_kind": status.total.kind,
         "lineage": {"sources": lineage.number_of_nodes(),
                     "derivations": [{"op": d["op"], "stability": d["stability"]} for _, _, d in lineage.edges(data=True)]},
     }
-    shown = ", ".join(f"{v:.4g}" for v in answers[:8]) + (" ..." if answers.size > 8 else "")
-    print(f"{args.plan}: {answers.size} answers: {shown}")
+    shown = ", ".join(_shown(r) for r in records[:6]) + (" ..." if len(records) > 6 else "")
+    print(f"{args.plan}: {len(records)} answers: {shown}")
+    if records:
+        print(f"intervals: {records[0]['method']} at level {args.level}; {estimate.note}")
     print(f"budget: spent {float(status.spent.value):.6g} of {float(status.total.value):.6g} ({status.total.kind})")
     print("lineage: " + " -> ".join(f"{d['op']}(x{d['stability']})" for d in report["lineage"]["derivations"]))
     if args.out:
         if args.out.suffix == ".csv":
-            with args.out.open("w", newline="") as handle:
-                writer = csv.writer(handle)
-                writer.writerow(["index", "answer"])
-                writer.writerows(enumerate(answers.tolist()))
+            estimate.to_csv(args.out, workload, args.level)
         else:
             args.out.write_text(json.dumps(report, indent=2))
         print(f"saved {args.out}")
     return 0
+
+
+def _shown(record: dict) -> str:
+    half = (record["upper"] - record["lower"]) / 2
+    return f"{record['answer']:.4g}" + ("" if half != half else f" ± {half:.3g}")

@@ -33,7 +33,7 @@ from kernel.domain import Domain
 from kernel.privacy import PureDP
 from kernel.table import load_table
 from operators.selection import memo
-from plans.catalog import info
+from plans import info
 
 COLUMNS = (
     "algorithm", "dataset", "scale", "domain", "epsilon", "trial", "seed", *METRICS, "seconds",

@@ -1,8 +1,10 @@
 """Classic query selection: the fixed and workload-adapted strategies of DPBench and ektelo.
 
 Every selector is public computation (domain sizes, a workload, public or noisy scalars; never
-data) and returns an implicit ``kernel.matrix`` Matrix to hand to a measurement. Shapes are an
-int (1-D), a list of attribute sizes, or a Domain; data vectors are row-major.
+data) and returns a ``LinearStrategy`` (its ``.matrix`` an implicit ``kernel.matrix`` Matrix);
+the two AdaptiveGrid levels and MWEM's augmentation are building blocks of data-dependent plans
+and return matrices. Shapes are an int (1-D), a list of attribute sizes, a mapping of names to
+sizes, or a Domain; data vectors are row-major.
 
 - ``identity``, ``total``, ``prefix``: the trivial strategies.
 - ``h2`` (binary tree with root), ``hb`` (Qardaji et al.'s branching, root excluded),
@@ -43,6 +45,7 @@ from operators.matrices import Haar, Hierarchical, Prefix
 from operators import algebra
 from operators.domains import Shape, shape_sizes
 from operators.linalg import explicit_sparse
+from operators.selection.linear import LinearStrategy
 
 #: Entries of a structured Gram product computed at once by ``greedy_h`` (small: cache-friendly).
 _CHUNK_ENTRIES = 1 << 15
@@ -55,24 +58,24 @@ def _per_dimension(shape: Shape, block) -> Matrix:
     return block(dims[0]) if len(dims) == 1 else Kronecker([block(n) for n in dims])
 
 
-def identity(shape: Shape) -> Matrix:
+def identity(shape: Shape) -> LinearStrategy:
     """Measure every cell (the Laplace mechanism on the histogram)."""
-    return Identity(math.prod(shape_sizes(shape)))
+    return LinearStrategy(Identity(math.prod(shape_sizes(shape))), name="Identity")
 
 
-def total(shape: Shape) -> Matrix:
+def total(shape: Shape) -> LinearStrategy:
     """Measure only the total count (DPBench's Uniform)."""
-    return Total(math.prod(shape_sizes(shape)))
+    return LinearStrategy(Total(math.prod(shape_sizes(shape))), name="Uniform")
 
 
-def prefix(n: int) -> Matrix:
+def prefix(n: int) -> LinearStrategy:
     """The n prefix sums of a 1-D domain."""
-    return Prefix(n)
+    return LinearStrategy(Prefix(n), name="Prefix")
 
 
-def h2(shape: Shape) -> Matrix:
+def h2(shape: Shape) -> LinearStrategy:
     """Hay et al.'s binary hierarchy with its root; Kronecker of one per dimension in d-D."""
-    return _per_dimension(shape, lambda n: Hierarchical(n, 2) if n > 1 else Identity(1))
+    return LinearStrategy(_per_dimension(shape, lambda n: Hierarchical(n, 2) if n > 1 else Identity(1)), name="H2")
 
 
 def hb_branching(size: int) -> tuple[int, int]:
@@ -102,25 +105,25 @@ def _hb_tree(n: int, branching: int) -> Matrix:
     return Identity(n) if branching >= n else Hierarchical(n, branching, include_root=False)
 
 
-def hb(shape: Shape) -> Matrix:
+def hb(shape: Shape) -> LinearStrategy:
     """HB: a b-ary tree without its root (leaves = identity), b from ``hb_branching``.
 
     In d-D, b is chosen for the whole domain size and used in every dimension (Kronecker).
     """
     dims = shape_sizes(shape)
     branching, _ = hb_branching(math.prod(dims))
-    return _per_dimension(dims, lambda n: _hb_tree(n, branching))
+    return LinearStrategy(_per_dimension(dims, lambda n: _hb_tree(n, branching)), name="HB")
 
 
-def privelet(shape: Shape) -> Matrix:
+def privelet(shape: Shape) -> LinearStrategy:
     """Privelet: the Haar wavelet per dimension (power-of-two sizes), Kronecker in d-D."""
-    return _per_dimension(shape, Haar)
+    return LinearStrategy(_per_dimension(shape, Haar), name="Privelet")
 
 
 # ---- GreedyH -----------------------------------------------------------------------------
 
 
-def greedy_h(W: Matrix, grid: int = 100) -> Matrix:
+def greedy_h(W: Matrix, *, grid: int = 100) -> LinearStrategy:
     """DAWA's GreedyH: a binary tree of intervals with weights adapted to the workload W (1-D).
 
     Every node v splits its interval at the midpoint; its query gets weight c_v times what its
@@ -144,7 +147,7 @@ def greedy_h(W: Matrix, grid: int = 100) -> Matrix:
     Only block quadratic forms and single entries of W^T W are used, never V itself: through V's
     structured products, O(n) columns in all (n = 4096 ranges: well under a second), or, for a
     workload without a structured Gram (DAWA's reduced workloads: 2000 boxes on 256 x 256 cells in
-    1712 groups, 0.2 s), as |W_I u_I|^2 and column products of W made sparse once. Returns
+    1712 groups, 0.2 s), as |W_I u_I|^2 and column products of W made sparse once. Its matrix is
     diag(weights) @ Intervals with zero-weight nodes dropped.
     """
     if int(grid) < 1:
@@ -183,7 +186,7 @@ def greedy_h(W: Matrix, grid: int = 100) -> Matrix:
             u[cells] *= (1.0 / ((1.0 - cb) ** 2 * (1.0 + ab * s)))[owner]
         choices[depth] = c
         errors_below = errors
-    return _weighted_tree(levels, choices, n)
+    return LinearStrategy(_weighted_tree(levels, choices, n), W, name="GreedyH")
 
 
 def _binary_levels(n: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -298,7 +301,7 @@ def _weighted_tree(levels: list[tuple[np.ndarray, np.ndarray]], choices: list[np
 # ---- boxes: quadtree and grids -------------------------------------------------------------
 
 
-def quadtree(shape: Shape) -> Matrix:
+def quadtree(shape: Shape) -> LinearStrategy:
     """Cormode et al.'s quadtree: the root box, split at the midpoint of every side longer than
     one cell (4 children, 2 for one-row or one-column boxes; 2^d in d-D), down to single cells.
 
@@ -325,7 +328,7 @@ def quadtree(shape: Shape) -> Matrix:
         lo, hi = np.concatenate(children_lo)[order], np.concatenate(children_hi)[order]
         los.append(lo)
         his.append(hi)
-    return Ranges(dims, np.concatenate(los), np.concatenate(his))
+    return LinearStrategy(Ranges(dims, np.concatenate(los), np.concatenate(his)), name="QuadTree")
 
 
 def _split_box(lo: np.ndarray, hi: np.ndarray, parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -341,7 +344,7 @@ def _split_box(lo: np.ndarray, hi: np.ndarray, parts: np.ndarray) -> tuple[np.nd
     return np.stack([g.ravel() for g in grids_lo], axis=1), np.stack([g.ravel() for g in grids_hi], axis=1)
 
 
-def uniform_grid(shape: Shape, scale_estimate: float, epsilon: float, c: float = 10.0) -> Matrix:
+def uniform_grid(shape: Shape, scale_estimate: float, epsilon: float, *, c: float = 10.0) -> LinearStrategy:
     """Qardaji et al.'s UniformGrid: about M = N eps / c cells, one count query per cell.
 
     N is the number of records: the caller passes a public value or a noisy estimate (spending
@@ -355,7 +358,7 @@ def uniform_grid(shape: Shape, scale_estimate: float, epsilon: float, c: float =
     side = min(max(side, 1), int(dims.max()))
     starts = np.meshgrid(*[np.arange(0, n, side) for n in dims], indexing="ij")
     lo = np.stack([g.ravel() for g in starts], axis=1)
-    return Ranges(tuple(dims), lo, np.minimum(lo + side, dims) - 1)
+    return LinearStrategy(Ranges(tuple(dims), lo, np.minimum(lo + side, dims) - 1), name="UGrid")
 
 
 def _two_dimensional(shape: Shape) -> tuple[int, int]:
@@ -395,14 +398,15 @@ def adaptive_grid_level2(level1: Ranges, noisy_counts, epsilon: float, c2: float
 # ---- striping and MWEM augmentation ----------------------------------------------------
 
 
-def stripe(shape: Shape, attribute: int) -> Matrix:
+def stripe(shape: Shape, attribute: int) -> LinearStrategy:
     """Stripe(attr) (HB-Striped_kron): HB on ``attribute`` (branching for its own size),
     identity on every other attribute: the same HB measured on every 1-D stripe."""
     dims = shape_sizes(shape)
     if not 0 <= attribute < len(dims):
         raise ValueError(f"attribute must be a position 0..{len(dims) - 1}, got {attribute}")
     branching, _ = hb_branching(dims[attribute])
-    return Kronecker([_hb_tree(n, branching) if i == attribute else Identity(n) for i, n in enumerate(dims)])
+    matrix = Kronecker([_hb_tree(n, branching) if i == attribute else Identity(n) for i, n in enumerate(dims)])
+    return LinearStrategy(matrix, name=f"HB-Striped_kron({attribute})")
 
 
 def mwem_h2_augmentation(query, n: int, round_index: int) -> Matrix:

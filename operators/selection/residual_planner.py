@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from functools import cached_property
 from typing import Literal, Union
 
@@ -40,16 +41,21 @@ import scipy.sparse as sp
 
 from kernel.domain import Domain
 from operators import privacy
+from operators import measure
 from operators.domains import DomainLike, as_domain
 from operators.linalg import preconditioned_cg
+from operators.marginal_estimate import MarginalEstimate
+from operators.measurement import Measurement
 from operators.residual import (
     ResidualReconstruction,
     Subset,
     SubsetFamily,
     SubsetNormalizer,
     cell_covariance,
+    cell_variance,
     normalize_subset,
 )
+from operators.selection import residual_hosts as hosting
 from operators.selection.strategy import Strategy
 
 LossFunction = Callable[[np.ndarray], tuple[float, np.ndarray]]
@@ -459,16 +465,123 @@ class ResidualPlannerStrategy(Strategy):
             scales[keep] = float(self._scales[family.index(tuple(subset[j] for j in keep))])
         return cell_covariance([self.domain.sizes[i] for i in subset], scales)
 
-    # ---- reconstruction ---------------------------------------------------------------
-    def reconstruct(self, measurements: Mapping[Subset, np.ndarray]) -> ResidualReconstruction:
-        """Marginals from noisy residual answers ``{A: omega_A}`` (Algorithm 2).
+    # ---- measurement and reconstruction ------------------------------------------------
+    def variances(self, W=None) -> np.ndarray:
+        """Per-cell variances of the workload marginals' cells at unit noise (pcost 1), in workload order
+        (``W``: attribute sets of the closure instead)."""
+        subsets = self.workload if W is None else [normalize_subset(self.domain, m) for m in W]
+        unit = self.scaled(1.0)
+        cells = [math.prod(self.domain.sizes[i] for i in a) for a in subsets]
+        return np.repeat([unit.variance(a) for a in subsets], cells)
 
-        ``omega_A`` has length ``prod_{i in A} (n_i - 1)`` (C order). Keys may use names or
-        positions. Any marginal in the closure can then be read with ``.marginal(A)`` or in
-        bulk with ``.marginals([...])``; all reconstructions are consistent with each other.
-        """
-        return ResidualReconstruction(self.domain, self._problem.family, measurements)
+    def hosts(self, max_host_cells: int = hosting.DEFAULT_HOST_CELLS) -> list[hosting.Host]:
+        """The marginals the kernel vectorizes and the residuals each carries."""
+        return hosting.plan_hosts(self.domain.sizes, self._problem.family, max_host_cells)
 
+    def measure(self, source, budget: privacy.ZCDP, *, max_host_cells: int = hosting.DEFAULT_HOST_CELLS) -> list:
+        """Count the host marginals of ``source`` (a table handle) and measure every residual on them with
+        exactly ``budget``: one Gaussian Measurement per host, in host order."""
+        measure.require_table_and_zcdp(source, budget, "ResidualPlanner")
+        hosts = self.hosts(max_host_cells)
+        vectors = hosting.count_hosts(source, hosts)
+        return hosting.measure_hosts(vectors, hosts, self.noise_scales(), self.domain.sizes, budget.rho)
+
+    def reconstruct(self, measurements: Sequence) -> ResidualPlannerEstimate:
+        """Every marginal of the closure (Algorithm 2) from this strategy's host measurements, with variances
+        at the noise each measurement actually had."""
+        measurements = list(measurements)
+        omegas, applied = hosting.decode(measurements, self._problem.family, self.noise_scales(), self.domain.sizes)
+        return ResidualPlannerEstimate(self, omegas, applied, measurements)
+
+    def simulate(self, data, budget: BudgetLike, seed=None) -> ResidualPlannerEstimate:
+        """``measure`` and ``reconstruct`` with numpy noise at ``budget`` on ``data`` (the full data vector of a
+        small domain, or a function giving the marginal tensor of sorted positions); never the kernel."""
+        rng = np.random.default_rng(seed)
+        full = None if callable(data) else np.asarray(data, dtype=np.float64).reshape(self.domain.sizes)
+        weights = {a: 1.0 / math.sqrt(s) for a, s in self.noise_scales().items()}
+        sd = math.sqrt(self.budget / as_pcost(budget))  # every host's rows, as measure's rho split gives
+        measurements = []
+        for host in self.hosts():
+            h = host.attributes
+            marginal = data(h) if full is None else full.sum(axis=tuple(i for i in range(full.ndim) if i not in h))
+            matrix = hosting.host_matrix(self.domain.sizes, host, weights)
+            exact = matrix @ np.asarray(marginal, dtype=np.float64).ravel()
+            noisy = exact + sd * rng.standard_normal(exact.size)
+            measurements.append(Measurement(matrix, noisy, sd, "gaussian", None, h))
+        estimate = self.reconstruct(measurements)
+        estimate.note = "simulated (numpy noise); " + estimate.note
+        return estimate
+
+
+class ResidualPlannerEstimate(ResidualReconstruction, MarginalEstimate):
+    """The strategy's reconstruction (Algorithm 2) with error bars at the noise actually applied.
+
+    ``.marginal(A)`` / ``.marginals([...])``: any marginal of the workload's closure (names or
+    positions; tensors with one axis per attribute, domain order), all mutually consistent, unbiased,
+    possibly negative. ``.variance(A)`` / ``.covariance(A)``: their per-cell variance / covariance.
+    ``answer(W)`` / ``variances(W)`` / ``intervals(W, level)``: the Estimate interface (workload items as
+    in ``operators.marginal_estimate``; default the plan's marginals). ``.noise_scales``: ``{A: s_A}`` as
+    applied (the plan's ``s_A`` times each host's noise scale squared, within ~2^-19 of the plan).
+    ``.strategy``: the plan. ``.measurements``: one per host.
+    """
+
+    note = "ResidualPlanner: unbiased, Gaussian noise; intervals exact"
+
+    def __init__(self, strategy: ResidualPlannerStrategy, omegas: Mapping[Subset, np.ndarray],
+                 noise_scales: Mapping[Subset, float], measurements: Sequence):
+        super().__init__(strategy.domain, strategy._problem.family, omegas)
+        self.strategy = strategy
+        self.noise_scales = dict(noise_scales)
+        self.measurements = list(measurements)
+        self._applied: np.ndarray | None = None  # the noise scales in closure order, for batched variances
+
+    def _scales_within(self, attributes) -> tuple[list[int], dict[tuple[int, ...], float]]:
+        subset = self._normalize(attributes)
+        sizes = [self.domain.sizes[i] for i in subset]
+        scales = {}
+        for r in range(len(subset) + 1):
+            for keep in combinations(range(len(subset)), r):
+                scales[keep] = self.noise_scales[tuple(subset[j] for j in keep)]
+        return sizes, scales
+
+    def variance(self, attributes) -> float:
+        """Per-cell variance of the reconstructed marginal on ``attributes``."""
+        return cell_variance(*self._scales_within(attributes))
+
+    def covariance(self, attributes) -> np.ndarray:
+        """Covariance of the reconstructed marginal's cells (dense, C order; small marginals)."""
+        return cell_covariance(*self._scales_within(attributes))
+
+    def cell_variance(self, subset: tuple[int, ...]) -> float:
+        return self.variance(subset)
+
+    def answer(self, W=None) -> np.ndarray:
+        items = self._items(W)
+        if any(Q is not None for _, _, Q, _ in items):
+            return super().answer(W)
+        tensors = self.marginals([subset for subset, _, _, _ in items])  # batched by shape
+        return np.concatenate([
+            weight * tensors[subset].transpose([subset.index(i) for i in given]).ravel()
+            for subset, given, _, weight in items
+        ]) if items else np.empty(0)
+
+    def variances(self, W=None) -> np.ndarray:
+        items = self._items(W)
+        if any(Q is not None for _, _, Q, _ in items):
+            return super().variances(W)
+        family = self.strategy._problem.family
+        if self._applied is None:
+            self._applied = np.array([self.noise_scales[a] for a in family.sets])
+        ids = np.array([family.index(subset) for subset, _, _, _ in items], dtype=np.int64)
+        per_cell = self.strategy._problem.variances(self._applied, ids) * np.array([w * w for *_, w in items])
+        cells = [math.prod(self.domain.sizes[i] for i in subset) for subset, _, _, _ in items]
+        return np.repeat(per_cell, cells)
+
+    def cell_covariance(self, subset: tuple[int, ...]) -> np.ndarray:
+        return self.covariance(subset)
+
+    def default_workload(self) -> list:
+        return list(self.strategy.workload)
 
 
 def as_pcost(budget: BudgetLike) -> float:

@@ -12,20 +12,18 @@ The AHP partition is rebuilt from vetted operators: a Laplace measurement of the
 
 from __future__ import annotations
 
-import numpy as np
-
 from operators.client import Handle
 from kernel.matrix import Identity, Matrix
-from operators.matrices import Prefix
 from operators.predicates import attr
 from operators import measure
+from operators.estimate import VectorEstimate
 from operators.inference import ahp_threshold, nnls
 from operators.partition import ahp_cluster
 from plans.common import BudgetLike, epsilon_of
 
 
-def plan(source: Handle, workload: Matrix | None, budget: BudgetLike) -> np.ndarray:
-    """Estimate the salary histogram of men aged 30-39; the CDF is ``Prefix(n) @ estimate``."""
+def plan(source: Handle, workload: Matrix | None, budget: BudgetLike) -> VectorEstimate:
+    """Estimate the salary histogram of men aged 30-39; the CDF is ``estimate.answer(Prefix(n))``."""
     epsilon = epsilon_of(budget)
     men_in_thirties = source.where((attr("sex") == "M") & attr("age").between(30, 39))
     x = men_in_thirties.project(["salary"]).vectorize()
@@ -33,9 +31,6 @@ def plan(source: Handle, workload: Matrix | None, budget: BudgetLike) -> np.ndar
     partition = ahp_cluster(ahp_threshold(first.answers, float(epsilon / 2)), float(epsilon / 2))  # ... then public
     reduced = x.reduce_by_partition(partition.labels)
     y = measure.laplace(reduced, Identity(reduced.size), epsilon / 2)  # maps to Identity @ P on x
-    return nnls([y], size=x.size)
+    return VectorEstimate(nnls([y], size=x.size), [y], workload=workload, error_bars=False,
+                          note="non-negative least squares over an AHP partition: no error bars")
 
-
-def cdf(estimate: np.ndarray) -> np.ndarray:
-    """The empirical CDF (prefix sums) of an estimated histogram."""
-    return Prefix(estimate.size) @ estimate

@@ -79,6 +79,7 @@ def default_optimizers(W: Matrix) -> tuple[str, ...]:
 def hdmm(
     W: Matrix,
     noise: Noise = "laplace",
+    *,
     restarts: int = 3,
     seed: int | None = None,
     optimizers: Sequence[str] | None = None,

@@ -1,4 +1,4 @@
-"""What the HDMM optimizers return: a strategy matrix with its exact error and a reconstruction.
+"""What the HDMM optimizers return: LinearStrategies with their exact error and a structured reconstruction.
 
 Each class computes the error with the structure it has (never a dense N x N matrix):
 a Kronecker strategy factorizes per attribute and per workload product (J Thm 6), a marginal
@@ -22,7 +22,9 @@ from operators.algebra import pinv
 from operators.selection.hdmm import marginals as marg
 from operators.selection.hdmm.blocks import AttributeBlocks
 from operators.selection.hdmm.gram import Term, is_identity_or_total, product_terms
-from operators.selection.strategy import Noise, Strategy
+from operators.measurement import Measurement
+from operators.selection.linear import LinearStrategy
+from operators.selection.strategy import Noise
 
 #: Lattices up to this many attributes get the closed-form marginal SVD bound.
 MAX_LATTICE_ATTRIBUTES = 26
@@ -55,36 +57,34 @@ def workload_svd_bound(W: Matrix, noise: Noise) -> float:
     return svd_bound(W, noise)
 
 
-class HDMMStrategy(Strategy):
-    """A selected strategy for a workload: ``matrix`` is sensitivity-normalized (||A||_K = 1)."""
+class HDMMStrategy(LinearStrategy):
+    """A selected strategy for a workload: ``matrix`` is sensitivity-normalized (||A||_K = 1).
+
+    ``expected_error()`` is the optimizer's (computed with the strategy's structure); ``reconstruct``
+    solves one measurement of ``matrix`` with that structure too, and anything else by least squares.
+    """
 
     def __init__(self, workload: Matrix, matrix: Matrix, noise: Noise, error: float, optimizer: str):
         noise_constant(noise)
-        if matrix.shape[1] != workload.shape[1]:
-            raise ValueError(f"strategy has {matrix.shape[1]} columns, workload {workload.shape[1]}")
-        self.workload, self.matrix, self.noise, self.optimizer = workload, matrix, noise, optimizer
+        super().__init__(matrix, workload, noise, name=f"HDMM {optimizer}")
+        self.optimizer = optimizer
         self._error = float(error)
 
-    @property
-    def num_queries(self) -> int:
-        return self.workload.shape[0]
-
-    def expected_error(self) -> float:
-        return self._error
+    def expected_error(self, W: Matrix | None = None) -> float:
+        return self._error if W is None else super().expected_error(W)
 
     def svd_bound(self) -> float:
         """Lower bound on the expected error of any strategy for this workload (same units)."""
         return workload_svd_bound(self.workload, self.noise)
 
-    @abstractmethod
-    def reconstruct(self, y: np.ndarray) -> np.ndarray:
-        """Least-squares estimate x_hat of the data vector from noisy answers y = matrix @ x + noise."""
+    def _solve(self, measurements: list[Measurement]) -> np.ndarray:
+        if len(measurements) == 1 and measurements[0].matrix is self.matrix:
+            return self._structured_solve(measurements[0].answers)
+        return super()._solve(measurements)
 
-    def _check_answers(self, y) -> np.ndarray:
-        y = np.asarray(y, dtype=np.float64)
-        if y.shape != (self.matrix.shape[0],):
-            raise ValueError(f"expected {self.matrix.shape[0]} noisy answers, got shape {y.shape}")
-        return y
+    @abstractmethod
+    def _structured_solve(self, y: np.ndarray) -> np.ndarray:
+        """Least-squares estimate x_hat of the data vector from noisy answers y = matrix @ x + noise."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.optimizer}, {self.noise}, rmse={self.rmse():.4g})"
@@ -105,8 +105,8 @@ class KroneckerStrategy(HDMMStrategy):
         matrix = self.factors[0] if len(self.factors) == 1 else Kronecker(self.factors)
         super().__init__(workload, matrix, noise, error, optimizer)
 
-    def reconstruct(self, y: np.ndarray) -> np.ndarray:
-        return pinv(self.matrix) @ self._check_answers(y)
+    def _structured_solve(self, y: np.ndarray) -> np.ndarray:
+        return pinv(self.matrix) @ y
 
 
 class MarginalStrategy(HDMMStrategy):
@@ -119,8 +119,8 @@ class MarginalStrategy(HDMMStrategy):
         weights = {lattice.subsets(a): float(theta[a]) for a in zip(*np.nonzero(theta))}
         super().__init__(workload, Marginals(lattice.sizes, weights), noise, error, "opt_marginals")
 
-    def reconstruct(self, y: np.ndarray) -> np.ndarray:
-        v = self.matrix.T @ self._check_answers(y)
+    def _structured_solve(self, y: np.ndarray) -> np.ndarray:
+        v = self.matrix.T @ y
         kappa = self.lattice.Y(self.theta**2)
         inverse = np.zeros_like(kappa)
         np.divide(1.0, kappa, out=inverse, where=kappa > kappa.max() * 1e-14)
@@ -138,7 +138,7 @@ class UnionStrategy(HDMMStrategy):
         self.blocks = list(blocks)
         super().__init__(workload, VStack([A * c for c, A in self.blocks]), noise, error, "opt_plus")
 
-    def reconstruct(self, y: np.ndarray) -> np.ndarray:
+    def _structured_solve(self, y: np.ndarray) -> np.ndarray:
         A = self.matrix
         operator = LinearOperator(A.shape, matvec=lambda x: A @ x, rmatvec=lambda r: A.T @ r, dtype=np.float64)
-        return lsmr(operator, self._check_answers(y), atol=1e-12, btol=1e-12, maxiter=20 * max(A.shape))[0]
+        return lsmr(operator, y, atol=1e-12, btol=1e-12, maxiter=20 * max(A.shape))[0]

@@ -28,11 +28,11 @@ from operators.selection.query_smasher.classes import (
 from operators.selection.query_smasher.decompose import GramStore, QueryMatrix, as_entry, decompose
 from kernel.matrix.threads import single_threaded_blas
 from operators.selection.query_smasher.select import Solver, select_solutions
-from operators.selection.query_smasher.strategy import QueryReconstruction, QuerySmasherStrategy
+from operators.selection.query_smasher.strategy import QueryReconstruction, QuerySmasherEstimate, QuerySmasherStrategy
 from operators.selection.residual_planner import BudgetLike
 
 __all__ = [
-    "CLASSES", "QueryClass", "QueryReconstruction", "QuerySmasherStrategy", "abs_queries", "affine_queries",
+    "CLASSES", "QueryClass", "QueryReconstruction", "QuerySmasherEstimate", "QuerySmasherStrategy", "abs_queries", "affine_queries",
     "circular_ranges", "class_queries", "query_class_workload", "query_smasher", "random_queries",
 ]
 
@@ -43,8 +43,9 @@ def query_smasher(
     domain: DomainLike,
     queries: Iterable[tuple[Iterable[str | int] | str | int, QueryMatrix]],
     weights: Sequence[Weights] | None = None,
-    solver: Solver = "exact",
     budget: BudgetLike | None = None,
+    *,
+    solver: Solver = "exact",
     tol: float = 1e-8,
     workers: int | None = None,
 ) -> QuerySmasherStrategy:

@@ -20,7 +20,12 @@ import numpy as np
 
 from kernel.domain import Domain
 from kernel.matrix import Matrix
+from operators import measure
+from operators.marginal_estimate import MarginalEstimate
+from operators.measurement import Measurement
 from operators.residual import ResidualReconstruction, SubsetFamily, SubsetNormalizer, residual_answers
+from operators.selection.query_smasher import hosts as hosting
+from operators.selection.residual_hosts import count_hosts
 from operators.selection.query_smasher.decompose import Entry, Subset, subqueries
 from operators.selection.query_smasher.solutions import SubSolution
 from operators.selection.residual_planner import BudgetLike, as_pcost
@@ -139,30 +144,43 @@ class QuerySmasherStrategy(Strategy):
                     out[start:stop] += self._sigma2[subset] * self._solutions[subset].variances(q)
         return out
 
-    # ---- measurement (numpy simulation) and reconstruction ---------------------------
-    def measure(
-        self, data: np.ndarray | Callable[[Subset], np.ndarray], rng: np.random.Generator | int | None = None
-    ) -> dict[Subset, np.ndarray]:
-        """Simulate the plan: ``{A': B x_A' + N(0, sigma^2 I)}``.
+    # ---- Strategy: measurement through the kernel, reconstruction, simulation ---------
+    def variances(self, W=None) -> np.ndarray:
+        """Per-query variances at unit noise (pcost 1) of every workload query, or of item ``W`` (an index)."""
+        return self.scaled(1.0).variance(W)
 
-        ``data`` is the full data vector (or tensor) of a small domain, or a function giving
-        the marginal tensor of a set ``A'`` (sorted positions), e.g. counted from records.
-        """
-        rng = np.random.default_rng(rng)
+    def measure(self, source, budget: BudgetLike, *, max_host_cells: int = hosting.DEFAULT_HOST_CELLS) -> list:
+        """Count the host marginals of ``source`` (a table handle) and measure every subworkload on them with
+        exactly ``budget`` (a ZCDP): one Gaussian Measurement per host."""
+        measure.require_table_and_zcdp(source, budget, "QuerySmasher")
+        hosts = hosting.measured_hosts(self, max_host_cells)
+        return hosting.measure_hosts(count_hosts(source, hosts), hosts, self, budget.rho)
+
+    def reconstruct(self, measurements: Sequence) -> QuerySmasherEstimate:
+        """Answers to every workload query, and marginals, from this strategy's host measurements."""
+        measurements = list(measurements)
+        omegas, applied = hosting.decode(measurements, self)
+        return QuerySmasherEstimate(self, omegas, applied, measurements)
+
+    def simulate(self, data: np.ndarray | Callable[[Subset], np.ndarray], budget: BudgetLike,
+                 seed=None) -> QuerySmasherEstimate:
+        """``measure`` and ``reconstruct`` with numpy noise at ``budget`` on ``data`` (the full data vector of
+        a small domain, or a function giving the marginal tensor of sorted positions); never the kernel."""
+        rng = np.random.default_rng(seed)
         full = None if callable(data) else np.asarray(data, dtype=np.float64).reshape(self.domain.sizes)
-        out = {}
-        for subset, sol in self._solutions.items():
-            if full is None:
-                marginal = data(subset)
-            else:
-                marginal = full.sum(axis=tuple(i for i in range(full.ndim) if i not in subset))
-            x = np.asarray(marginal, dtype=np.float64).reshape(1, -1)
-            out[subset] = sol.forward(x)[0] + math.sqrt(self._sigma2[subset]) * rng.standard_normal(sol.num_rows)
-        return out
-
-    def reconstruct(self, measurements: Mapping[Iterable[str | int], np.ndarray]) -> QueryReconstruction:
-        """Answers to every workload query, and marginals, from ``{A': omega_A'}``."""
-        return QueryReconstruction(self, measurements)
+        weights = {a: 1.0 / math.sqrt(s) for a, s in self.noise_scales().items()}
+        sd = math.sqrt(self.budget / as_pcost(budget))
+        measurements = []
+        for host in hosting.measured_hosts(self):
+            h = host.attributes
+            marginal = data(h) if full is None else full.sum(axis=tuple(i for i in range(full.ndim) if i not in h))
+            matrix = hosting.host_matrix(self, host, weights)
+            exact = matrix @ np.asarray(marginal, dtype=np.float64).ravel()
+            measurements.append(Measurement(matrix, exact + sd * rng.standard_normal(exact.size), sd, "gaussian",
+                                            None, h))
+        estimate = self.reconstruct(measurements)
+        estimate.note = "simulated (numpy noise); " + estimate.note
+        return estimate
 
 
 def _residual_subsets(domain: Domain, subset: Subset) -> list[tuple[Subset, tuple[bool, ...]]]:
@@ -229,3 +247,50 @@ class QueryReconstruction:
                     "measured only where the queries need it"
                 )
         return self._marginals.marginal(attributes)
+
+
+class QuerySmasherEstimate(QueryReconstruction, MarginalEstimate):
+    """The reconstruction from the kernel's measurements, with variances at the noise actually applied.
+
+    ``answer()`` / ``variances()`` / ``intervals()``: every workload query in order (or item ``W``, an
+    index; or marginal items as in ``operators.marginal_estimate``, answered from marginals the plan
+    determines, without variances). ``.answers(i)`` / ``.variance(i)``: per item. ``.marginal(A)``: a
+    marginal the plan determines (axes in domain order). ``.noise_scales``: ``{A': sigma^2_A'}`` as
+    applied. ``.strategy``: the selected plan. ``.measurements``: one per host.
+    """
+
+    note = "QuerySmasher: unbiased, Gaussian noise; intervals exact"
+
+    def __init__(self, strategy: QuerySmasherStrategy, omegas: Mapping[Subset, np.ndarray],
+                 noise_scales: Mapping[Subset, float], measurements: Sequence):
+        super().__init__(strategy, omegas)
+        self.domain = strategy.domain
+        self.noise_scales = dict(noise_scales)
+        self.measurements = list(measurements)
+        self._applied = strategy.with_noise(noise_scales)
+
+    def variance(self, index: int | None = None) -> np.ndarray:
+        """Per-query variances (unweighted) of workload item ``index``, or of every query in order."""
+        return self._applied.variance(index)
+
+    def _own(self, W) -> bool:
+        return W is None or isinstance(W, (int, np.integer))
+
+    def answer(self, W=None) -> np.ndarray:
+        return self.answers(W) if self._own(W) else super().answer(W)
+
+    def variances(self, W=None) -> np.ndarray:
+        return self.variance(W) if self._own(W) else super().variances(W)
+
+    def labels(self, W=None) -> list[str]:
+        if not self._own(W):
+            return super().labels(W)
+        entries = self.strategy.entries if W is None else [self.strategy.entries[W]]
+        names = self.domain.names
+        return [f"{','.join(names[i] for i in e.attributes) or 'total'} query {k}" for e in entries for k in range(e.rows)]
+
+    def cell_covariance(self, subset: tuple[int, ...]) -> None:
+        return None
+
+    def default_workload(self) -> list:
+        return []

@@ -1,6 +1,8 @@
 """The library's plans by their DPBench / ektelo names, with what a user needs to know to run them.
 
-``catalog[name](source, workload, budget, **params)`` returns the estimated data vector.
+``catalog[name](source, workload, budget, *, shape=None, **params)`` returns an Estimate (the data
+vector's, or the marginals' for ResidualPlanner and QuerySmasher, whose workload is their marginals
+or queries).
 ``info[name]`` says which dimensions a plan supports, whether it treats the record count as
 public (those plans take it as ``scale=``, or spend part of the budget on a noisy total
 when it is not given), and its default parameters.
@@ -24,18 +26,21 @@ class PlanInfo:
     public_scale: bool = False
     defaults: dict = field(default_factory=dict)
     summary: str = ""
+    #: Data-independent plans: (shape of the data vector, workload) -> the LinearStrategy they measure.
+    strategy: Callable | None = None
 
 
 info: dict[str, PlanInfo] = {
-    "Identity": PlanInfo(static.identity, (1, 2), False, summary="noisy cell counts"),
-    "Uniform": PlanInfo(static.uniform, (1, 2), False, summary="noisy total spread evenly"),
-    "Privelet": PlanInfo(static.privelet, (1, 2), False, summary="Haar wavelet (power-of-two sides)"),
-    "H2": PlanInfo(static.h2, (1, 2), False, summary="binary hierarchy"),
-    "HB": PlanInfo(static.hb, (1, 2), False, summary="hierarchy with optimal branching"),
-    "GreedyH": PlanInfo(static.greedy_h, (1,), False, summary="weighted hierarchy fit to the workload"),
-    "QuadTree": PlanInfo(static.quadtree, (2,), False, summary="recursive quadrants"),
+    "Identity": PlanInfo(static.identity, (1, 2), False, strategy=static.SELECTORS["Identity"], summary="noisy cell counts"),
+    "Uniform": PlanInfo(static.uniform, (1, 2), False, strategy=static.SELECTORS["Uniform"], summary="noisy total spread evenly"),
+    "Privelet": PlanInfo(static.privelet, (1, 2), False, strategy=static.SELECTORS["Privelet"], summary="Haar wavelet (power-of-two sides)"),
+    "H2": PlanInfo(static.h2, (1, 2), False, strategy=static.SELECTORS["H2"], summary="binary hierarchy"),
+    "HB": PlanInfo(static.hb, (1, 2), False, strategy=static.SELECTORS["HB"], summary="hierarchy with optimal branching"),
+    "GreedyH": PlanInfo(static.greedy_h, (1,), False, strategy=static.SELECTORS["GreedyH"], summary="weighted hierarchy fit to the workload"),
+    "QuadTree": PlanInfo(static.quadtree, (2,), False, strategy=static.SELECTORS["QuadTree"], summary="recursive quadrants"),
     "HB-Striped_kron": PlanInfo(
-        static.hb_striped_kron, (2,), False, defaults={"attribute": 0}, summary="HB along one attribute"
+        static.hb_striped_kron, (2,), False, defaults={"attribute": 0}, summary="HB along one attribute",
+        strategy=static.striped(0),
     ),
     "HDMM": PlanInfo(hdmm.hdmm, (1, 2), False, defaults={"restarts": 3, "seed": 0}, summary="optimized strategy"),
     "ResidualPlanner": PlanInfo(
@@ -67,32 +72,32 @@ info: dict[str, PlanInfo] = {
         summary="MWEM with the rounds read from a tuned table of eps * N",
     ),
     "AHP": PlanInfo(
-        ahp.ahp, (1, 2), True, defaults={"rho": 0.85, "eta": 0.35},
+        ahp.ahp, (1, 2), True, defaults={"selection_share": 0.85, "eta": 0.35},
         summary="noisy-histogram clustering of similar counts, one noisy count per group",
     ),
     "AHP*": PlanInfo(
         ahp.ahp_star, (1, 2), True, True, {"scale": None, "total_share": 0.05},
-        summary="AHP with rho and eta read from a tuned table of eps * N",
+        summary="AHP with selection_share and eta read from a tuned table of eps * N",
     ),
     "DPCube": PlanInfo(
-        dpcube.dpcube, (1, 2), True, defaults={"rho": 0.5, "variance_factor": 2.0},
+        dpcube.dpcube, (1, 2), True, defaults={"selection_share": 0.5, "variance_factor": 2.0},
         summary="kd-tree of uniform-looking boxes from a noisy histogram, noisy box counts, least squares",
     ),
     "DAWA": PlanInfo(
-        dawa.dawa, (1, 2), True, defaults={"rho": 0.25},
+        dawa.dawa, (1, 2), True, defaults={"selection_share": 0.25},
         summary="private dyadic partition into uniform blocks, GreedyH on the blocks (2-D: Hilbert order)",
     ),
     "PHP": PlanInfo(
-        php.php, (1,), True, defaults={"rho": 0.5, "depth": None},
+        php.php, (1,), True, defaults={"selection_share": 0.5, "depth": None},
         summary="private recursive bisection into uniform intervals, one noisy count each",
     ),
     "EFPA": PlanInfo(
-        efpa.efpa, (1,), True, defaults={"rho": 0.3},
+        efpa.efpa, (1,), True, defaults={"selection_share": 0.3},
         summary="the k lowest Fourier frequencies, k chosen privately, measured with Laplace",
     ),
     "SF": PlanInfo(
         structure_first.structure_first, (1,), True, True,
-        {"buckets": 32, "rho": 0.3, "bound": None, "scale": None, "total_share": 0.05},
+        {"buckets": 32, "selection_share": 0.3, "bound": None, "scale": None, "total_share": 0.05},
         summary="StructureFirst: private SSE-optimal buckets (count bound from N), one noisy count each",
     ),
     "UGrid": PlanInfo(
@@ -109,7 +114,7 @@ info: dict[str, PlanInfo] = {
         summary="HB on every stripe with the whole budget (parallel composition)",
     ),
     "DAWA-Striped": PlanInfo(
-        dawa.dawa_striped, (2,), True, defaults={"attribute": 0, "rho": 0.25},
+        dawa.dawa_striped, (2,), True, defaults={"attribute": 0, "selection_share": 0.25},
         summary="DAWA on every stripe with the whole budget (parallel composition)",
     ),
 }
