@@ -68,4 +68,13 @@ def test_demo_runs_every_one_dimensional_plan_with_exactly_its_budget(capsys):
     rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
     assert {r["plan"] for r in rows} >= {"Identity", "HB", "H2", "Privelet", "GreedyH", "Uniform", "HDMM"}
     assert all(r["spent"] == "1/2" and r["rmse"] == r["rmse"] for r in rows)
+    covered = {r["plan"]: r["covered_95"] for r in rows}
+    assert covered["MWEM"] is None and all(0 <= covered[p] <= 1 for p in ("Identity", "HB", "DAWA"))
     assert main(["demo", "--cells", "100"]) == 2
+
+
+def test_demo_draws_answers_with_their_intervals(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    figure = tmp_path / "error-bars.png"
+    assert main(["demo", "--rows", "2000", "--cells", "64", "--seed", "1", "--plot", str(figure)]) == 0
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "covered" in capsys.readouterr().out

@@ -171,3 +171,60 @@ def test_every_catalog_plan_has_the_one_signature():
         returned = typing.get_type_hints(plan)["return"]
         assert issubclass(returned, Estimate), (name, returned)
         assert "rho" not in rest, name  # budget shares have their own names
+
+
+def _session(sizes, budget, seed=0):
+    import ektelo_ng as ek
+
+    rng = np.random.default_rng(seed)
+    names = [f"a{i}" for i in range(len(sizes))]
+    columns = {name: rng.integers(0, n, 300) for name, n in zip(names, sizes)}
+    return ek.protect(columns, dict(zip(names, sizes)), budget, seed=seed), columns
+
+
+def test_data_dependent_plans_say_what_their_error_bars_leave_out():
+    import ektelo_ng as ek
+    import plans
+
+    session, _ = _session([32], ek.PureDP(3))
+    W = Prefix(32)
+    dawa = plans.catalog["DAWA"](session.source, W, 1)
+    assert "given what the plan chose privately (the partition)" in dawa.note and "can under-cover" in dawa.note
+    assert np.all(np.isfinite(dawa.variances(W)))
+    mwem = plans.catalog["MWEM"](session.source, W, 1, scale=300)
+    assert np.all(np.isnan(mwem.variances(W))) and mwem.intervals(W).method.startswith("unavailable")
+    assert len(mwem.selected) == 10 and len(mwem.measurements) == 10
+    hb = plans.catalog["HB"](session.source, W, 1)
+    assert hb.note.startswith("least squares") and hb.intervals(W).method.startswith("exact")
+
+
+def test_marginal_estimates_answer_items_in_the_order_asked_with_covariances():
+    import ektelo_ng as ek
+    from operators.selection import residual_planner
+
+    session, columns = _session([3, 4, 2], ek.ZCDP(1))
+    strategy = residual_planner(session.source.domain, [("a0", "a1"), ("a1", "a2")])
+    estimate = strategy.reconstruct(strategy.measure(session.source, ek.ZCDP(1)))
+    marginal = estimate.marginal(("a0", "a1"))  # domain order: a0 major
+    np.testing.assert_allclose(estimate.answer([("a1", "a0")]), marginal.T.ravel())
+    Q = np.array([[1.0, 1.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]])  # a1 = 0, a0 in {0, 1}
+    answer = estimate.answer([(("a1", "a0"), Q)])
+    assert answer[0] == pytest.approx(marginal[0, 0] + marginal[1, 0])
+    covariance = estimate.covariance((0, 1))
+    expected = covariance[0, 0] + covariance[4, 4] + 2 * covariance[0, 4]  # cells (0,0) and (1,0) in C order
+    assert estimate.variances([(("a1", "a0"), Q)])[0] == pytest.approx(expected)
+    assert estimate.labels([("a1",)]) == ["a1[0]", "a1[1]", "a1[2]", "a1[3]"]
+    with pytest.raises(ValueError, match="unknown attribute 'age'"):
+        estimate.answer([("age",)])
+    rows = estimate.records()
+    assert len(rows) == 12 + 8 and all(r["method"] == "exact (Gaussian)" for r in rows)
+
+
+def test_domains_may_be_mappings_of_names_to_sizes():
+    from operators.domains import as_domain
+    from operators.selection import residual_planner
+
+    assert as_domain({"age": 100, "sex": ["F", "M"]}).sizes == (100, 2)
+    assert residual_planner({"age": 10, "sex": 2}, [("age", "sex")]).num_queries == 20
+    with pytest.raises(TypeError, match="mapping of names to sizes"):
+        as_domain("age")

@@ -19,7 +19,7 @@ from ektelo_ng.dpbench.report import Cell, Standing
 from plans import info
 
 
-def _pyplot():
+def pyplot():
     try:
         import matplotlib
     except ImportError:
@@ -31,7 +31,7 @@ def _pyplot():
 
 
 def _style(algorithms: Sequence[str]) -> dict[str, dict]:
-    plt = _pyplot()
+    plt = pyplot()
     palette = plt.get_cmap("tab20").colors
     colours = palette[0::2] + palette[1::2]  # the ten strong colours first
     return {
@@ -47,7 +47,7 @@ def _slug(domain: str, epsilon: str) -> str:
 
 def overview(standings: Sequence[Standing], out: Path, metric: str = "L2") -> list[Path]:
     """One overview figure per (domain, epsilon); returns the files written."""
-    plt = _pyplot()
+    plt = pyplot()
     groups: dict[tuple, list[Standing]] = defaultdict(list)
     for s in standings:
         if s.relative_to_identity is not None:
@@ -75,7 +75,7 @@ def overview(standings: Sequence[Standing], out: Path, metric: str = "L2") -> li
 
 def error_vs_scale(table: Sequence[Cell], out: Path, metric: str = "L2") -> list[Path]:
     """One figure per (domain, epsilon) with a panel per dataset; returns the files written."""
-    plt = _pyplot()
+    plt = pyplot()
     groups: dict[tuple, list[Cell]] = defaultdict(list)
     for c in table:
         groups[(c.domain, c.epsilon)].append(c)
