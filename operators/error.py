@@ -24,6 +24,7 @@ import scipy.linalg
 
 from kernel.matrix import Identity, Kronecker, Matrix, VStack, Weighted
 from operators.algebra import frobenius_squared, gram
+from operators.matrices import as_matrix
 from operators.measurement import NoiseKind as Noise
 
 #: Largest dense Gram side the generic path will build (n x n doubles).
@@ -39,7 +40,8 @@ def _noise_constant(noise: Noise) -> tuple[float, str]:
 
 
 def expected_error(W: Matrix, A: Matrix, noise: Noise = "laplace") -> float:
-    """Total squared error over W's queries at unit noise (see module docstring)."""
+    """Total squared error over W's queries at unit noise (see module docstring); A may be a strategy."""
+    A = as_matrix(A)
     constant, norm = _noise_constant(noise)
     _check_columns(W, A)
     return constant * A.sensitivity(norm) ** 2 * reconstruction_error(W, A)

@@ -186,3 +186,14 @@ class Marginals(VStack):
     @property
     def subsets(self) -> list[tuple[int, ...]]:
         return list(self.weights)
+
+
+def as_matrix(matrix) -> Matrix:
+    """A Matrix as it is, or the matrix of a strategy (anything with a ``.matrix``): where a strategy
+    matrix is expected, the LinearStrategy a selector returned will do."""
+    if isinstance(matrix, Matrix):
+        return matrix
+    inner = getattr(matrix, "matrix", None)
+    if isinstance(inner, Matrix):
+        return inner
+    raise TypeError(f"expected a kernel Matrix or a strategy with a .matrix, got {type(matrix).__name__}")

@@ -17,6 +17,7 @@ import numpy as np
 from operators.client import Handle, NoisyAnswer
 from kernel.matrix import Matrix, Total
 from kernel.privacy import ZCDP
+from operators.matrices import as_matrix
 from operators.measurement import Measurement, map_to_root
 
 Amount = float | Fraction | str
@@ -44,12 +45,15 @@ def data_vector(source: Handle, shape: Sequence[int] | None = None) -> tuple[Han
 
 
 def laplace(handle: Handle, matrix: Matrix, epsilon: Amount) -> Measurement:
-    """matrix @ x + Laplace noise scaled by the kernel to matrix's L1 sensitivity / epsilon."""
+    """matrix @ x + Laplace noise scaled by the kernel to matrix's L1 sensitivity / epsilon (matrix: a
+    Matrix or a strategy)."""
+    matrix = as_matrix(matrix)
     return _measurement(handle, matrix, handle.laplace(matrix, epsilon))
 
 
 def gaussian(handle: Handle, matrix: Matrix, rho: Amount | None = None, sigma: float | None = None) -> Measurement:
     """matrix @ x + Gaussian noise (zCDP sessions): give rho, or sigma and be charged accordingly."""
+    matrix = as_matrix(matrix)
     return _measurement(handle, matrix, handle.gaussian(matrix, rho=rho, sigma=sigma))
 
 

@@ -228,3 +228,17 @@ def test_domains_may_be_mappings_of_names_to_sizes():
     assert residual_planner({"age": 10, "sex": 2}, [("age", "sex")]).num_queries == 20
     with pytest.raises(TypeError, match="mapping of names to sizes"):
         as_domain("age")
+
+
+def test_a_strategy_serves_where_its_matrix_is_expected():
+    import ektelo_ng as ek
+    from operators import measure
+    from operators.selection import hb as select_hb
+
+    session, _ = _session([16], ek.PureDP(1))
+    strategy = select_hb(16)
+    assert ek.error.rmse(Prefix(16), strategy) == ek.error.rmse(Prefix(16), strategy.matrix)
+    measured = measure.laplace(session.source.vectorize(), strategy, 1)
+    assert measured.matrix is strategy.matrix and measured.noise == "laplace"
+    with pytest.raises(TypeError, match="a kernel Matrix or a strategy"):
+        measure.laplace(session.source.vectorize(), np.eye(16), 1)
