@@ -50,13 +50,25 @@ def RangeQueries(shape: int | Sequence[int], lo, hi) -> Matrix:
 
 
 def RandomRange(shape: int | Sequence[int], count: int, seed: int | None = None) -> Matrix:
-    """DPBench's random range workload: ``count`` boxes, each side between two uniform cells."""
+    """DPBench's random range workload: ``count`` boxes, each drawn as DPBench draws them.
+
+    For every query, in turn, from one ``numpy.random.RandomState(seed)`` stream: each side's length
+    uniformly in ``1..n`` (``n`` that dimension's size), then each side's lower end uniformly among the
+    placements that fit, ``0..n - length``. A side covers (n + 1) / 2n of its dimension on average, so
+    a box covers about a quarter of a 2-D domain. With DPBench's seed the boxes are DPBench's own.
+    """
     dims = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
     if int(count) < 1:
         raise ValueError(f"count must be a positive number of queries, got {count}")
-    rng = np.random.default_rng(seed)
-    ends = np.stack([rng.integers(0, n, size=(int(count), 2)) for n in dims], axis=1)  # (count, d, 2)
-    return RangeQueries(dims if len(dims) > 1 else dims[0], ends.min(axis=2), ends.max(axis=2))
+    stream = np.random.RandomState(seed)  # the legacy generator: its draws are DPBench's, call for call
+    lo = np.empty((int(count), len(dims)), dtype=np.int64)
+    hi = np.empty_like(lo)
+    for q in range(int(count)):
+        lengths = [stream.randint(1, n + 1) for n in dims]
+        for i, (n, length) in enumerate(zip(dims, lengths)):
+            lo[q, i] = stream.randint(0, n - length + 1)
+            hi[q, i] = lo[q, i] + length - 1
+    return RangeQueries(dims if len(dims) > 1 else dims[0], lo, hi)
 
 
 def _subset(domain, attributes: Iterable[str | int]) -> tuple[int, ...]:

@@ -224,3 +224,22 @@ def test_command_line_writes_results_summary_and_figures(tmp_path, capsys):
     assert {p.name for p in out.glob("*.png")} == {"overview_64_eps0.1.png", "error_vs_scale_64_eps0.1.png"}
     assert main(["dpbench", "--domains", "1000", "--datasets", "SYN-BUMPS", "--out", str(out)]) == 2
     assert "does not divide" in capsys.readouterr().err
+
+
+def test_random_range_draws_side_lengths_then_placements_as_dpbench_defines():
+    from scipy import stats
+
+    from operators.workload import RandomRange
+
+    W = RandomRange(8, 16_000, seed=4)
+    lengths = W.hi - W.lo + 1
+    counts = np.bincount(lengths, minlength=9)[1:]
+    assert stats.chisquare(counts).pvalue > 1e-4  # every length 1..8 equally likely
+    for length in (1, 5, 7):
+        starts = np.bincount(W.lo[lengths == length], minlength=9 - length)
+        assert starts.size == 9 - length and stats.chisquare(starts).pvalue > 1e-4  # every fitting placement
+    assert np.all(W.lo[lengths == 8] == 0)
+    assert W.hi.max() == 7 and W.lo.min() == 0
+    boxes = RandomRange((32, 32), 2000, seed=1)
+    assert boxes.dense().sum(axis=1).mean() / 1024 == pytest.approx((33 / 64) ** 2, rel=0.05)  # about a quarter
+    assert np.array_equal(RandomRange((32, 32), 50, seed=7).dense(), RandomRange((32, 32), 50, seed=7).dense())
