@@ -4,6 +4,7 @@
     python benchmarks/bench_dpbench.py per_run_2d [SKIP]  # every 2-D plan but SKIP (comma-separated), 256 x 256
     python benchmarks/bench_dpbench.py grid_1d [OUT]     # 18 datasets x all 1-D plans x 1e3..1e7 x 5 trials
     python benchmarks/bench_dpbench.py grid_2d [OUT]     # 10 datasets x all 2-D plans x 1e3, 1e5, 1e7 x 1 trial
+    python benchmarks/bench_dpbench.py fidelity [OUT]    # error relative to Identity: 5 datasets, 2 domains, 10 trials
 
 One JSON object per case (per algorithm for the per-run cases). The per-run cases use the DPBench files
 (HEPTH, GOWALLA) from ../shared/dpbench when present, else the built-in SYN-STEPS / SYN-CLUSTERS-2D;
@@ -12,6 +13,12 @@ each reports the mean over scales 1e3, 1e5 and 1e7 of the plan's seconds and DPB
 the number of runs and failures, and the quality check of DPBench's main finding at eps = 0.1: the
 geometric-mean error relative to Identity of DAWA, AHP and MWEM is below 1 at scale 1e3, and at 1e7
 above the best of Identity and HB. With OUT they keep the results and figures there.
+
+``fidelity`` replays the setting the fidelity issue compared with the original engines (1-D Prefix,
+ADULT, HEPTH, INCOME, MEDCOST, NETTRACE, domains 256 and 4096, scales 1e3 / 1e5 / 1e7, epsilon 0.1,
+public N, 10 trials) and prints one object per algorithm and domain: the geometric mean over the
+datasets of its error relative to Identity at each scale, beside ``published`` (the DPBench paper's
+ratio where its figures can be read; null where they cannot).
 """
 
 from __future__ import annotations
@@ -89,12 +96,41 @@ def grid(dims: int, out: str | None) -> None:
     }), flush=True)
 
 
+FIDELITY_DATASETS = ("ADULT", "HEPTH", "INCOME", "MEDCOST", "NETTRACE")
+#: Ratios to Identity read from the DPBench paper's figures, by (algorithm, domain, scale); none are read yet.
+PUBLISHED: dict[tuple[str, str, int], float] = {}
+
+
+def fidelity(out: str | None) -> None:
+    """Each 1-D algorithm's error relative to Identity per domain and scale, as the original engines were run."""
+    data_dir = _data_dir()
+    if data_dir is None:
+        print(json.dumps({"name": "fidelity", "skipped": "the DPBench files are not at ../shared/dpbench"}))
+        return
+    algorithms = tuple(a for a, entry in info.items() if 1 in entry.dimensions)
+    grid = Grid(algorithms, FIDELITY_DATASETS, SCALES, (256, 4096), ("0.1",), 10, public_scale=True)
+    folder = Path(out) if out else Path(tempfile.mkdtemp(prefix="dpbench-fidelity-"))
+    start = time.perf_counter()
+    rows = run_grid(grid, folder, data_dir, progress=False)
+    seconds = time.perf_counter() - start
+    table: dict[tuple[str, str], dict] = {}
+    for standing in report.standings(report.cells(rows)):
+        table.setdefault((standing.algorithm, standing.domain), {})[standing.scale] = standing.relative_to_identity
+    for (algorithm, domain), ratios in sorted(table.items()):
+        print(json.dumps({
+            "name": f"fidelity/{algorithm}/{domain}", "seconds": round(seconds, 1), "runs": len(rows),
+            "relative_to_identity": {str(s): ratios.get(s) for s in SCALES},
+            "published": {str(s): PUBLISHED.get((algorithm, domain, s)) for s in SCALES},
+        }), flush=True)
+
+
 if __name__ == "__main__":
     extra = sys.argv[2] if len(sys.argv) > 2 else None
     cases = {"per_run_1d": lambda: per_run(1, tuple((extra or "").split(","))),
              "per_run_2d": lambda: per_run(2, tuple((extra or "").split(","))),
              "grid_1d": lambda: grid(1, extra),
-             "grid_2d": lambda: grid(2, extra)}
+             "grid_2d": lambda: grid(2, extra),
+             "fidelity": lambda: fidelity(extra)}
     if len(sys.argv) < 2 or sys.argv[1] not in cases:
         sys.exit(f"usage: bench_dpbench.py {{{'|'.join(cases)}}} [SKIP for per_run_*, OUT for grid_*]")
     cases[sys.argv[1]]()
