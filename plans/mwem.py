@@ -42,6 +42,9 @@ from plans.common import (
     BudgetLike, by_signal, epsilon_of, scale_or_noisy_total, signal_table,
 )
 
+#: Multiplicative-weights passes over every measured query after each round: DPBench's MWEM runs 100.
+SWEEPS = 100
+
 #: Standard deviation given to a public total in NNLS, relative to one round's measurement noise:
 #: weighs the total 10^6 times more than a round, yet keeps L-BFGS-B well conditioned.
 PUBLIC_TOTAL_RELATIVE_STD = 1e-3
@@ -116,7 +119,7 @@ def _multiplicative_weights_on_atoms(history: Sequence[Measurement], total: floa
     pick = atoms.representatives()
     reduced = [m.on(Product([m.matrix, pick])) for m in history]
     start = atoms.matrix() @ x0
-    totals = multiplicative_weights(reduced, total, x0=start)
+    totals = multiplicative_weights(reduced, total, x0=start, iterations=SWEEPS)
     share = np.divide(x0, start[atoms.labels], out=np.zeros_like(x0), where=x0 > 0)
     return totals[atoms.labels] * share
 

@@ -91,6 +91,10 @@ info: dict[str, PlanInfo] = {
         php.php, (1,), True, defaults={"selection_share": 0.5, "depth": None},
         summary="private recursive bisection into uniform intervals, one noisy count each",
     ),
+    "PHP+": PlanInfo(
+        php.php_plus, (1,), True, defaults={"selection_share": 0.5},
+        summary="PHP with half the rounds (ours): better at small scales, worse at large ones",
+    ),
     "EFPA": PlanInfo(
         efpa.efpa, (1,), True, defaults={"selection_share": 0.3},
         summary="the k lowest Fourier frequencies, k chosen privately, measured with Laplace",

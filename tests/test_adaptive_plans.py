@@ -16,7 +16,7 @@ from plans import grids, mwem, striped
 from plans import catalog, info
 from operators.measure import data_vector
 
-ADAPTIVE = ["MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "AHP", "DAWA", "PHP", "EFPA", "SF", "UGrid", "AGrid", "HB-Striped", "DAWA-Striped"]
+ADAPTIVE = ["MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "AHP", "DAWA", "PHP", "PHP+", "EFPA", "SF", "UGrid", "AGrid", "HB-Striped", "DAWA-Striped"]
 EPSILON = Fraction(1, 2)
 
 

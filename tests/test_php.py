@@ -4,6 +4,7 @@ over neighbours, selection frequencies, charge and refusals) and the PHP plan (e
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -101,3 +102,15 @@ def test_php_spends_its_budget_and_finds_the_steps():
     assert low.budget.spent == ek.PureDP("0.1") and np.all(np.isfinite(estimate))
     with pytest.raises(ValueError, match="depth must be between 1 and"):
         php(low.source, Prefix(x.size), "0.1", depth=math.ceil(math.log2(x.size)) + 1)
+
+
+def test_php_bisects_log2_n_times_as_dpbench_and_php_plus_half_as_often():
+    from plans.php import php_plus
+
+    x = np.repeat(np.arange(100) % 7, 3)
+    for plan, rounds in ((php, 9), (php_plus, 5)):  # 300 cells: ceil(log2 300) = 9
+        s = _session(x, ek.PureDP(1))
+        plan(s.source, Prefix(x.size), 1)
+        splits = [t for t in s.transcript() if t["op"] == "split_points"]
+        assert len(splits) == rounds and {t["epsilon"] for t in splits} == {str(Fraction(1, 2 * rounds))}
+        assert s.budget.spent == ek.PureDP(1)
