@@ -236,7 +236,7 @@ def _explicit_quadtree(shape):
 
 @pytest.mark.parametrize("shape", [(4, 4), (5, 3), (1, 6), (8, 8), (3, 2, 2)])
 def test_quadtree_rows_brute_force(shape):
-    Q = classic.quadtree(shape).matrix
+    Q = classic.quadtree(shape, split="uniform").matrix
     got = sorted(zip(map(tuple, Q.lo.tolist()), map(tuple, Q.hi.tolist())))
     assert got == sorted(_explicit_quadtree(shape))
     assert Q.lo[0].tolist() == [0] * len(shape)  # root first
@@ -245,7 +245,38 @@ def test_quadtree_rows_brute_force(shape):
 
 
 def test_quadtree_in_one_dimension_is_h2():
-    assert np.array_equal(classic.quadtree(13).matrix.dense(), Hierarchical(13, 2).dense())
+    assert np.array_equal(classic.quadtree(13, split="uniform").matrix.dense(), Hierarchical(13, 2).dense())
+
+
+@pytest.mark.parametrize("shape", [(8, 8), (5, 3), (16, 16)])
+def test_quadtree_geometric_split_gives_each_level_down_2_to_the_third_more(shape):
+    """DPBench's QuadTree (Cormode et al.): level t (root 0) gets epsilon 2^(t/3) / sum_s 2^(s/3)."""
+    uniform = classic.quadtree(shape, split="uniform").matrix
+    geometric = classic.quadtree(shape).matrix
+    depth = {}
+
+    def visit(lo, hi, t):
+        depth[(tuple(lo), tuple(hi))] = t
+        if any(a < b for a, b in zip(lo, hi)):
+            halves = [[(a, a + (b - a + 1) // 2 - 1), (a + (b - a + 1) // 2, b)] if b > a else [(a, b)]
+                      for a, b in zip(lo, hi)]
+            for choice in itertools.product(*halves):
+                visit([c[0] for c in choice], [c[1] for c in choice], t + 1)
+
+    visit([0] * len(shape), [n - 1 for n in shape], 0)
+    rows = uniform.dense()
+    weights = geometric.dense().sum(axis=1) / rows.sum(axis=1)
+    assert np.allclose(geometric.dense(), rows * weights[:, None])  # the same boxes, scaled
+    boxes = zip(map(tuple, uniform.lo.tolist()), map(tuple, uniform.hi.tolist()))
+    assert np.allclose(weights, [2.0 ** (depth[box] / 3) for box in boxes])
+    levels = math.ceil(math.log2(max(shape))) + 1
+    expected = 2.0 ** (np.arange(levels) / 3)
+    assert geometric.sensitivity("l1") == pytest.approx(expected.sum())  # level t's epsilon share: 2^(t/3) / sum
+
+
+def test_geometric_quadtree_answers_random_ranges_better_than_uniform():
+    W = RandomRange((32, 32), 300, seed=2)
+    assert rmse(W, classic.quadtree((32, 32))) < 0.8 * rmse(W, classic.quadtree((32, 32), split="uniform"))
 
 
 def _covers_once(R) -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -40,6 +41,7 @@ from kernel.matrix import (
     Ranges,
     Total,
     VStack,
+    Weighted,
 )
 from operators.matrices import Haar, Hierarchical, Prefix
 from operators import algebra
@@ -301,34 +303,43 @@ def _weighted_tree(levels: list[tuple[np.ndarray, np.ndarray]], choices: list[np
 # ---- boxes: quadtree and grids -------------------------------------------------------------
 
 
-def quadtree(shape: Shape) -> LinearStrategy:
+def quadtree(shape: Shape, *, split: Literal["geometric", "uniform"] = "geometric") -> LinearStrategy:
     """Cormode et al.'s quadtree: the root box, split at the midpoint of every side longer than
     one cell (4 children, 2 for one-row or one-column boxes; 2^d in d-D), down to single cells.
 
-    Boxes are listed level by level; a side of s cells splits into s // 2 and the rest.
+    Boxes are listed level by level; a side of s cells splits into s // 2 and the rest. ``split``:
+    how the budget is shared among the levels. ``"geometric"`` (the paper's, and DPBench's) weights
+    depth t by 2^(t/3), so each level down gets 2^(1/3) times the budget of the one above and the
+    leaves the most; ``"uniform"`` gives every level the same. (The strategy's L1 sensitivity is the
+    sum of the weights, so level t's share of epsilon is its weight over that sum.)
     """
+    if split not in ("geometric", "uniform"):
+        raise ValueError(f"split must be 'geometric' or 'uniform', got {split!r}")
     dims = shape_sizes(shape)
     lo, hi = np.zeros((1, len(dims)), dtype=np.int64), np.array([dims], dtype=np.int64) - 1
     los, his = [lo], [hi]
     while True:
-        split = lo < hi
-        parent = split.any(axis=1)
+        divided = lo < hi
+        parent = divided.any(axis=1)
         if not parent.any():
             break
-        lo, hi, split = lo[parent], hi[parent], split[parent]
+        lo, hi, divided = lo[parent], hi[parent], divided[parent]
         mid = lo + (hi - lo + 1) // 2
         children_lo, children_hi, owner = [], [], []
         for upper in itertools.product((False, True), repeat=len(dims)):
             upper = np.array(upper)
-            valid = np.all(split | ~upper, axis=1)
+            valid = np.all(divided | ~upper, axis=1)
             children_lo.append(np.where(upper, mid, lo)[valid])
-            children_hi.append(np.where(upper | ~split, hi, mid - 1)[valid])
+            children_hi.append(np.where(upper | ~divided, hi, mid - 1)[valid])
             owner.append(np.flatnonzero(valid))
         order = np.argsort(np.concatenate(owner), kind="stable")
         lo, hi = np.concatenate(children_lo)[order], np.concatenate(children_hi)[order]
         los.append(lo)
         his.append(hi)
-    return LinearStrategy(Ranges(dims, np.concatenate(los), np.concatenate(his)), name="QuadTree")
+    if split == "uniform":
+        return LinearStrategy(Ranges(dims, np.concatenate(los), np.concatenate(his)), name="QuadTree")
+    levels = [Weighted(Ranges(dims, a, b), 2.0 ** (depth / 3)) for depth, (a, b) in enumerate(zip(los, his))]
+    return LinearStrategy(VStack(levels), name="QuadTree")
 
 
 def _split_box(lo: np.ndarray, hi: np.ndarray, parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
