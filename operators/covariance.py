@@ -13,7 +13,8 @@ unless ``n`` is small:
   ``G^+ = sigma^2 / w^2 kron_i (A_i^T A_i)^+``, and for a Kronecker workload
   ``diag(W G^+ W^T) = sigma^2 / w^2 kron_i diag(W_i (A_i^T A_i)^+ W_i^T)``: 10^6 answers from two
   1000-cell factors;
-- otherwise, up to ``DENSE_LIMIT`` cells, ``G`` densely and its pseudo-inverse (``pinvh``);
+- otherwise, up to ``DENSE_LIMIT`` cells, ``G^+`` densely from a QR and an SVD of the stacked weighted rows
+  (never from ``G``, whose condition number is the square);
 - beyond, one LSMR solve per answer (``c`` = the minimum-norm solution of ``D^(1/2) A^T``-system
   ``A^T D^(1/2) c = w``), for at most ``SOLVE_LIMIT`` answers.
 """
@@ -160,13 +161,21 @@ def _kron_apply(pinvs: Sequence[np.ndarray], X: np.ndarray) -> np.ndarray:
 
 
 def _dense_gram_pinv(measurements: Sequence, n: int) -> np.ndarray:
-    G = np.zeros((n, n))
+    """``G^+`` from the stacked weighted rows ``A_D`` (``G = A_D^T A_D``), never from ``G`` itself: forming
+    ``G`` squares the condition number, and a known total with tiny noise beside noisy counts (a ratio of
+    1e7 in weights) would lose the counts' variance to rounding. ``A_D``'s rows are folded into an ``n x n``
+    triangular ``R`` by QR a block at a time; then ``G^+ = V S^-2 V^T`` from the SVD of ``R``, with singular
+    values below ``n eps`` of the largest treated as zero (unmeasured directions)."""
+    R = np.zeros((0, n))
     for m in measurements:
         weights = np.broadcast_to(m.weights, (m.matrix.shape[0],))
-        for start, block in _blocks_with_offsets(m.matrix):
+        for start, block in _blocks_with_offsets(m.matrix, rows_at_least=n):
             scaled = block * weights[start : start + block.shape[0], None]
-            G += scaled.T @ scaled
-    return scipy.linalg.pinvh((G + G.T) / 2)
+            R = scipy.linalg.qr(np.vstack([R, scaled]), mode="r", overwrite_a=True, check_finite=False)[0][:n]
+    _, singular, rows = scipy.linalg.svd(R, full_matrices=False, check_finite=False)
+    keep = singular > singular.max(initial=0.0) * n * np.finfo(float).eps
+    basis = rows[keep].T / singular[keep]
+    return basis @ basis.T
 
 
 def _row_blocks(W: Matrix) -> Iterator[np.ndarray]:
@@ -175,9 +184,9 @@ def _row_blocks(W: Matrix) -> Iterator[np.ndarray]:
         yield block
 
 
-def _blocks_with_offsets(W: Matrix) -> Iterator[tuple[int, np.ndarray]]:
+def _blocks_with_offsets(W: Matrix, rows_at_least: int = 1) -> Iterator[tuple[int, np.ndarray]]:
     m, n = W.shape
-    step = max(1, CHUNK_ENTRIES // max(n, 1))
+    step = max(rows_at_least, CHUNK_ENTRIES // max(n, 1))
     explicit = explicit_sparse(W, CHUNK_ENTRIES * 8)
     for start in range(0, m, step):
         stop = min(m, start + step)

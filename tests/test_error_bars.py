@@ -242,3 +242,16 @@ def test_a_strategy_serves_where_its_matrix_is_expected():
     assert measured.matrix is strategy.matrix and measured.noise == "laplace"
     with pytest.raises(TypeError, match="a kernel Matrix or a strategy"):
         measure.laplace(session.source.vectorize(), np.eye(16), 1)
+
+
+@pytest.mark.parametrize("sd", [1.0, 1e3, 1e4])
+def test_a_known_total_beside_noisy_counts_keeps_their_variance(sd):
+    """G = A^T D A squares the condition number: with a total known to 1e-4 beside counts of noise sd 1e4,
+    a pseudo-inverse of G itself lost the counts' variance to rounding (it reported 2e-12)."""
+    from operators.measurement import known_total
+
+    n = 64
+    measured = [measured_at := Measurement(Identity(n), np.zeros(n), sd, "laplace"), known_total(n, 0.0)]
+    assert measured_at.noise == "laplace"
+    variances = covariance.LeastSquaresCovariance(measured, n).variances(Identity(n))
+    np.testing.assert_allclose(variances, sd**2 * (1 - 1 / n), rtol=1e-6)
