@@ -28,7 +28,7 @@ import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import lsmr
 
-from kernel.matrix import Kronecker, Matrix, VStack, Weighted
+from kernel.matrix import Identity, Kronecker, Matrix, VStack, Weighted
 from kernel.matrix.threads import single_threaded_blas
 from operators.algebra import rows
 from operators.linalg import explicit_sparse, gram_inverse_root
@@ -67,15 +67,19 @@ class LeastSquaresCovariance:
         return "dense" if self.size <= DENSE_LIMIT else "iterative"
 
     def variances(self, W: Matrix) -> np.ndarray:
-        """``diag(W G^+ W^T)``: the variance of each of ``W``'s answers."""
+        """``diag(W G^+ W^T)``: the variance of each of ``W``'s answers (rounding's negative values clipped to 0)."""
         self._check(W)
+        if W.shape[0] == 0:
+            return np.empty(0)
         if self.factors is not None:
             structured = self._kronecker_diagonal(W)
             if structured is not None:
-                return structured
+                return np.maximum(structured, 0.0)
         if self.method == "iterative":
-            return np.concatenate([np.sum(c * c, axis=1) for c in self._iterative_coefficients(W)])
-        return np.concatenate([np.sum(block * self._apply(block.T).T, axis=1) for block in _row_blocks(W)])
+            found = np.concatenate([np.sum(c * c, axis=1) for c in self._iterative_coefficients(W)])
+        else:
+            found = np.concatenate([np.sum(block * self._apply(block.T).T, axis=1) for block in _row_blocks(W)])
+        return np.maximum(found, 0.0)
 
     def coefficients(self, W: Matrix) -> Iterator[np.ndarray]:
         """Blocks of rows ``c = D^(1/2) A G^+ w``: each answer's error on the unit-variance noise of every
@@ -110,6 +114,8 @@ class LeastSquaresCovariance:
         if isinstance(W, VStack):
             parts = [self._kronecker_diagonal(block) for block in W.blocks]
             return None if any(p is None for p in parts) else np.concatenate(parts)
+        if isinstance(W, Identity) and len(pinvs) > 1:  # every cell: the Kronecker product of identities
+            W = Kronecker([Identity(p.shape[0]) for p in pinvs])
         factors = W.factors if isinstance(W, Kronecker) else [W]
         if [f.shape[1] for f in factors] != [p.shape[0] for p in pinvs]:
             return None

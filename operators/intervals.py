@@ -22,6 +22,7 @@ continuous with the same variance (the difference is far below the integration t
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -56,7 +57,7 @@ class Intervals:
 
 def check_level(level: float) -> float:
     """``level`` as a float strictly between 0 and 1 (a clear error otherwise)."""
-    if not isinstance(level, (int, float)) or isinstance(level, bool) or not 0 < level < 1:
+    if not isinstance(level, numbers.Real) or isinstance(level, bool) or not 0 < level < 1:
         raise ValueError(f"a confidence level must be a number strictly between 0 and 1 (e.g. 0.95), got {level!r}")
     return float(level)
 

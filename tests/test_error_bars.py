@@ -255,3 +255,19 @@ def test_a_known_total_beside_noisy_counts_keeps_their_variance(sd):
     assert measured_at.noise == "laplace"
     variances = covariance.LeastSquaresCovariance(measured, n).variances(Identity(n))
     np.testing.assert_allclose(variances, sd**2 * (1 - 1 / n), rtol=1e-6)
+
+
+def test_review_findings_zcdp_variances_empty_workloads_identity_on_kronecker_and_numpy_levels():
+    import ektelo_ng as ek
+    from kernel.matrix import Dense
+
+    strategy = classic.h2((64,))
+    budget = ek.ZCDP(0.5)
+    simulated = strategy.simulate(np.ones(64), budget, seed=0)
+    np.testing.assert_allclose(strategy.variances(Prefix(64), budget), simulated.variances(Prefix(64)), rtol=1e-9)
+    assert simulated.variances(Dense(np.zeros((0, 64)))).shape == (0,)
+    kron = classic.h2((8, 16)).simulate(np.ones(128), ek.PureDP(1), seed=0)
+    np.testing.assert_allclose(kron.variances(Identity(128)), kron.variances(Dense(np.eye(128))), rtol=1e-9)
+    assert normal_halfwidths(np.array([1.0]), np.float32(0.9))[0] == pytest.approx(1.6448536, rel=1e-6)
+    total_only = VectorEstimate(np.ones(8), [Measurement(Total(8), np.array([8.0]), 1.0, "laplace")])
+    assert np.all(total_only.variances(Dense(np.array([[0.1, -0.3, 0.2, 0, 0, 0, 0, 0]]))) >= 0)

@@ -81,9 +81,11 @@ class LinearStrategy(Strategy):
         return float(np.sqrt(self.expected_error(W) / W.shape[0]))
 
     def variances(self, W: Matrix | None = None, budget: Budget | None = None) -> np.ndarray:
-        """Each answer's variance, at unit noise or at ``budget``."""
-        norm, constant = ("l1", 2.0) if self.noise == "laplace" else ("l2", 1.0)
-        unit = Measurement(self.matrix, np.zeros(self.matrix.shape[0]), 1.0, self.noise)
+        """Each answer's variance, at unit noise (of this strategy's noise) or at ``budget`` (with the noise
+        that budget measures with: Laplace for pure DP, Gaussian for zCDP)."""
+        noise = self.noise if budget is None else noise_of(budget)
+        norm, constant = ("l1", 2.0) if noise == "laplace" else ("l2", 1.0)
+        unit = Measurement(self.matrix, np.zeros(self.matrix.shape[0]), 1.0, noise)
         diagonal = LeastSquaresCovariance([unit], self.matrix.shape[1]).variances(self._workload(W))
         return constant * self.matrix.sensitivity(norm) ** 2 * unit_scale(budget) * diagonal
 
