@@ -31,7 +31,8 @@ from operators.measurement import NoiseKind as Noise
 DENSE_LIMIT = 8192
 
 
-def _noise_constant(noise: Noise) -> tuple[float, str]:
+def noise_constant(noise: Noise) -> tuple[float, str]:
+    """(squared-error factor of unit noise, the sensitivity norm it scales with): (2, l1) Laplace, (1, l2) Gaussian."""
     if noise == "laplace":
         return 2.0, "l1"
     if noise == "gaussian":
@@ -42,7 +43,7 @@ def _noise_constant(noise: Noise) -> tuple[float, str]:
 def expected_error(W: Matrix, A: Matrix, noise: Noise = "laplace") -> float:
     """Total squared error over W's queries at unit noise (see module docstring); A may be a strategy."""
     A = as_matrix(A)
-    constant, norm = _noise_constant(noise)
+    constant, norm = noise_constant(noise)
     _check_columns(W, A)
     return constant * A.sensitivity(norm) ** 2 * reconstruction_error(W, A)
 
@@ -74,7 +75,7 @@ def svd_bound(W: Matrix, noise: Noise = "laplace") -> float:
     SVDB(W) = (sum of singular values of W)^2 / n, with SVDB(kron W_i) = prod SVDB(W_i);
     the Laplace bound is 2 SVDB because ||A||_1 >= ||A||_2.
     """
-    constant, _ = _noise_constant(noise)
+    constant, _ = noise_constant(noise)
     return constant * _svdb(W)
 
 

@@ -19,7 +19,7 @@ from kernel.matrix import Matrix
 from kernel.privacy import PureDP, ZCDP
 from operators import measure
 from operators.covariance import LeastSquaresCovariance
-from operators.error import expected_error
+from operators.error import expected_error, noise_constant
 from operators.estimate import VectorEstimate
 from operators.inference import least_squares
 from operators.measurement import Measurement
@@ -84,7 +84,7 @@ class LinearStrategy(Strategy):
         """Each answer's variance, at unit noise (of this strategy's noise) or at ``budget`` (with the noise
         that budget measures with: Laplace for pure DP, Gaussian for zCDP)."""
         noise = self.noise if budget is None else noise_of(budget)
-        norm, constant = ("l1", 2.0) if noise == "laplace" else ("l2", 1.0)
+        constant, norm = noise_constant(noise)
         unit = Measurement(self.matrix, np.zeros(self.matrix.shape[0]), 1.0, noise)
         diagonal = LeastSquaresCovariance([unit], self.matrix.shape[1]).variances(self._workload(W))
         return constant * self.matrix.sensitivity(norm) ** 2 * unit_scale(budget) * diagonal
