@@ -196,34 +196,34 @@ def fourier_tail_norms(x: np.ndarray) -> np.ndarray:
 
 
 def interval_sse(x: np.ndarray) -> np.ndarray:
-    """sse[a, b] = sum_{a <= i < b} (x_i - mean)^2 for 0 <= a < b <= n (inf elsewhere), from prefix sums, by rows."""
+    """sse[a, b] = sum_{a <= i < b} (x_i - mean)^2, 0 <= a < b <= n (inf elsewhere): prefix sums, stored by b."""
     s1, s2 = np.append(0.0, np.cumsum(x)), np.append(0.0, np.cumsum(x * x))
     positions = np.arange(x.size + 1, dtype=np.float64)
-    sse = np.empty((x.size + 1, x.size + 1))
+    by_end = np.empty((x.size + 1, x.size + 1))
     for start in range(0, x.size + 1, 256):
         stop = min(x.size + 1, start + 256)
-        length = positions[None, :] - positions[start:stop, None]  # b - a
-        sums = s1[None, :] - s1[start:stop, None]
-        block = np.subtract(s2[None, :], s2[start:stop, None], out=sse[start:stop])
+        length = positions[start:stop, None] - positions[None, :]  # b - a
+        sums = s1[start:stop, None] - s1[None, :]
+        block = np.subtract(s2[start:stop, None], s2[None, :], out=by_end[start:stop])
         with np.errstate(divide="ignore", invalid="ignore"):
             block -= sums * sums / length
         block[length <= 0] = np.inf
         np.maximum(block, 0.0, out=block)
-    return sse
+    return by_end.T
 
 
 def bucket_costs(x: np.ndarray, most: int) -> tuple[np.ndarray, list[np.ndarray]]:
     """``interval_sse(x)`` and best[j - 1][q], the least SSE of the first q cells in j = 1..most non-empty buckets."""
     sse = interval_sse(x)
-    best = [sse[0]]
-    width = 256  # columns per block: rows a >= the block's end have sse[a, q] = inf and are skipped
-    scratch = np.empty((sse.shape[0], width))
+    by_end, best = sse.T, [sse[0].copy()]
+    width = 8  # rows of q per block: a block and its sums stay in cache; a >= q has sse[a, q] = inf
+    scratch = np.empty((width, sse.shape[0]))
     for _ in range(1, most):
         previous, current = best[-1], np.empty(sse.shape[0])
         for start in range(0, sse.shape[0], width):
             stop = min(sse.shape[0], start + width)
-            block = np.add(previous[:stop, None], sse[:stop, start:stop], out=scratch[:stop, : stop - start])
-            current[start:stop] = block.min(axis=0)
+            block = np.add(by_end[start:stop, :stop], previous[None, :stop], out=scratch[: stop - start, :stop])
+            current[start:stop] = block.min(axis=1)
         best.append(current)
     return sse, best
 

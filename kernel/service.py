@@ -426,7 +426,8 @@ class Kernel:
                 f"{request.buckets} buckets need at least as many cells, and the quadratic-time dynamic program at "
                 f"most {QUADRATIC_LIMIT}; the vector has {vector.values.size} (reduce or split it first)"
             )
-        self._limits.steps("StructureFirst's dynamic program", vector.values.size**2 * request.buckets)
+        n = vector.values.size  # each level of bucket_costs adds and compares about (n + 1)(n + 257) / 2 pairs
+        self._limits.steps("StructureFirst's dynamic program", (n + 1) * (n + 257) * request.buckets // 2)
         cost = exponential_cost(request.epsilon, self._accountant.kind)  # buckets - 1 draws at eps / (buckets - 1)
         sensitivity = selectable(request.epsilon / (request.buckets - 1), structure_first_sensitivity(
             vector.values.size, request.bound, request.buckets, vector.bound))
