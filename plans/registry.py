@@ -96,13 +96,17 @@ info: dict[str, PlanInfo] = {
         summary="PHP with half the rounds (ours): better at small scales, worse at large ones",
     ),
     "EFPA": PlanInfo(
-        efpa.efpa, (1,), True, defaults={"selection_share": 0.3},
+        efpa.efpa, (1,), True, defaults={"selection_share": 0.5},
         summary="the k lowest Fourier frequencies, k chosen privately, measured with Laplace",
     ),
     "SF": PlanInfo(
-        structure_first.structure_first, (1,), True, True,
+        structure_first.structure_first, (1,), True, True, {"scale": None, "total_share": 0.05},
+        summary="StructureFirst as DPBench ran it: n / 10 private buckets, a binary tree of noisy counts in each",
+    ),
+    "SF+": PlanInfo(
+        structure_first.structure_first_plus, (1,), True, True,
         {"buckets": 32, "selection_share": 0.3, "bound": None, "scale": None, "total_share": 0.05},
-        summary="StructureFirst: private SSE-optimal buckets (count bound from N), one noisy count each",
+        summary="StructureFirst with 32 buckets from counts clipped at 4 N / n (ours), one noisy count each",
     ),
     "UGrid": PlanInfo(
         grids.uniform_grid, (2,), True, True, {"scale": None, "total_share": 0.05, "c": 10.0},

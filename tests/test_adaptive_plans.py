@@ -16,7 +16,7 @@ from plans import grids, mwem, striped
 from plans import catalog, info
 from operators.measure import data_vector
 
-ADAPTIVE = ["MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "AHP", "DAWA", "PHP", "PHP+", "EFPA", "SF", "UGrid", "AGrid", "HB-Striped", "DAWA-Striped"]
+ADAPTIVE = ["MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "AHP", "DAWA", "PHP", "PHP+", "EFPA", "SF", "SF+", "UGrid", "AGrid", "HB-Striped", "DAWA-Striped"]
 EPSILON = Fraction(1, 2)
 
 
@@ -61,7 +61,7 @@ def test_plans_spend_exactly_their_budget_with_a_public_scale(name, shape):
 
 def test_catalog_labels_the_plans_that_need_the_record_count():
     public = {name for name in ADAPTIVE if info[name].public_scale}
-    assert public == {"MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "SF", "UGrid", "AGrid"}
+    assert public == {"MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "SF", "SF+", "UGrid", "AGrid"}
     assert all(info[name].data_dependent for name in ADAPTIVE if name != "HB-Striped")
     assert not info["HB-Striped"].data_dependent  # its measurements never depend on the data
 

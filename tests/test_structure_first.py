@@ -3,6 +3,7 @@ its scores under clipping, the selection law, charge and refusals, and the plan.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from itertools import combinations
 
 import numpy as np
@@ -15,7 +16,7 @@ import ektelo_ng as ek
 from operators.matrices import Prefix
 from kernel.mechanisms import bucket_costs, interval_sse
 from operators.client import InvalidRequestError
-from plans.structure_first import structure_first
+from plans.structure_first import bucket_trees, structure_epsilon, structure_first, structure_first_plus
 
 BOUND = 6
 vectors = st.integers(2, 7).flatmap(lambda n: st.lists(st.integers(0, BOUND), min_size=n, max_size=n))
@@ -96,17 +97,64 @@ def test_too_many_buckets_are_refused_and_nothing_is_spent():
     assert s.budget.spent == ek.PureDP.zero()
 
 
-def test_structure_first_spends_its_budget_and_finds_the_steps():
+def test_structure_first_plus_spends_its_budget_and_finds_the_steps():
     x = np.concatenate([np.full(20, 30), np.zeros(30, int), np.full(14, 8)])
     s = _session(x, ek.PureDP(5000))
-    estimate = structure_first(s.source, Prefix(x.size), 5000, buckets=3, bound=40)
+    estimate = structure_first_plus(s.source, Prefix(x.size), 5000, buckets=3, bound=40)
     assert s.budget.spent == ek.PureDP(5000)
     assert np.abs(estimate - x).max() < 1.0
     low = _session(x, ek.PureDP("0.1"), seed=1)
-    estimate = structure_first(low.source, Prefix(x.size), "0.1")  # bound from a noisy total
+    estimate = structure_first_plus(low.source, Prefix(x.size), "0.1")  # bound from a noisy total
     assert low.budget.spent == ek.PureDP("0.1") and np.all(np.isfinite(estimate))
     with pytest.raises(ValueError, match="buckets must be between 2 and"):
-        structure_first(low.source, Prefix(x.size), "0.1", buckets=1000)
+        structure_first_plus(low.source, Prefix(x.size), "0.1", buckets=1000)
+
+
+def test_the_authors_structure_epsilon_rule():
+    """Brute force over the authors' 19 grid points; with DPBench's bound (10^4 N / n) the rule takes eps / 20."""
+    def rule(n, k, eps, f):
+        e1 = [eps * i / 20 for i in range(1, 20)]
+        v = [8 * (k - 1) ** 2 * (2 * f + 1) ** 2 / (e * (8 * (k - 1) * (2 * f + 1) - e * n * f * f))
+             + 2 * k / (eps - e) ** 2 for e in e1]
+        return e1[int(np.argmin(v))]
+
+    for n, k, f in ((256, 26, 1e4 * 1e3 / 256), (4096, 410, 1e4 * 1e7 / 4096), (64, 7, 0.01), (64, 7, 0.2), (20, 2, 3)):
+        got = structure_epsilon(n, k, Fraction(1, 10), f)
+        assert float(got) == pytest.approx(rule(n, k, 0.1, f)) and got.denominator % 10 == 0
+    assert structure_epsilon(4096, 410, Fraction(1, 10), 1e4 * 1e3 / 4096) == Fraction(1, 200)
+    assert structure_epsilon(64, 7, Fraction(1, 10), 0.01) > Fraction(1, 200)  # a small bound moves it
+
+
+@pytest.mark.parametrize("cuts", [[0, 1], [0, 5], [0, 1, 3, 8, 20], [0, 16, 17, 40]])
+def test_bucket_trees_are_the_authors_padded_binary_trees_scaled_to_l1_one(cuts):
+    M = bucket_trees(cuts)
+    dense = M.dense()
+    assert np.allclose(np.abs(dense).sum(axis=0), 1.0)  # every column: its bucket's h levels at 1 / h
+    rows = []
+    for start, stop in zip(cuts, cuts[1:]):
+        h = int(np.ceil(np.log2(stop - start))) + 1
+        for level in range(h):
+            for lo in range(start, stop, 2**level):
+                row = np.zeros(cuts[-1])
+                row[lo:min(lo + 2**level, stop)] = 1 / h
+                rows.append(row)
+    assert sorted(map(tuple, dense.round(12))) == sorted(map(tuple, np.array(rows).round(12)))
+
+
+def test_structure_first_as_dpbench_spends_its_budget_and_resolves_every_cell():
+    """k = ceil(n / 10) buckets, each a binary tree down to its cells: with a large budget every cell is
+    estimated (no averaging within buckets, unlike SF+), and the plan spends exactly its budget."""
+    x = np.concatenate([np.full(20, 30), np.zeros(30, int), np.full(14, 8), np.arange(16)])
+    s = _session(x, ek.PureDP(20_000))
+    estimate = structure_first(s.source, Prefix(x.size), 20_000, scale=int(x.sum()))
+    assert s.budget.spent == ek.PureDP(20_000)
+    assert np.abs(estimate - x).max() < 0.5
+    low = _session(x, ek.PureDP("0.1"), seed=2)
+    estimate = structure_first(low.source, Prefix(x.size), "0.1")  # N from a noisy total
+    assert low.budget.spent == ek.PureDP("0.1") and np.all(np.isfinite(estimate))
+    tiny = _session(np.array([3, 0, 5]), ek.PureDP(1000))  # one bucket: no structure step, all on the tree
+    assert np.abs(np.asarray(structure_first(tiny.source, Prefix(3), 1000, scale=8)) - [3, 0, 5]).max() < 0.5
+    assert tiny.budget.spent == ek.PureDP(1000)
 
 
 def test_blocked_sse_and_dynamic_program_equal_the_plain_formulas_across_blocks():
