@@ -97,7 +97,10 @@ def grid(dims: int, out: str | None) -> None:
 
 
 FIDELITY_DATASETS = ("ADULT", "HEPTH", "INCOME", "MEDCOST", "NETTRACE")
-#: Ratios to Identity read from the DPBench paper's figures, by (algorithm, domain, scale); none are read yet.
+#: Ratios to Identity read from the DPBench paper, by (algorithm, domain, scale). None can be read here: the paper
+#: gives them only as plots, its text states no ratio (only that at 10^7 records most data-dependent algorithms
+#: are worse than Identity, and at 10^3 many beat the best data-independent one), and the project publishes no
+#: result tables. The comparison with the original engines is the fidelity issue's (docs/dpbench.md).
 PUBLISHED: dict[tuple[str, str, int], float] = {}
 
 
