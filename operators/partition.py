@@ -11,8 +11,8 @@ vector keeps the domain's order (interval partitions stay intervals).
 The selectors here read no data: ``grid``, ``stripe`` and ``marginal`` use only the domain,
 ``workload_based`` only the workload, ``hilbert_order`` only the side, and ``ahp_cluster``
 only counts that are already noisy (the private half of AHP, the noisy histogram, is the
-kernel's), ``dawa_partition`` only the kernel's noisy dyadic deviations, and ``kd_partition``
-(DPCube's kd-tree) only a noisy histogram, returning its boxes as a Ranges matrix.
+kernel's), ``dawa_partition`` only the kernel's noisy dyadic deviations, and ``kd_partition`` (DPCube+'s
+kd-tree) and ``sse_kd_partition`` (DPCube's) only a noisy histogram, returning boxes as a Ranges matrix.
 
 >>> p = grid((4, 4), (2, 2))
 >>> p.groups, p.sizes.tolist()
@@ -294,4 +294,56 @@ def kd_partition(noisy_counts, noise_scale: float, variance_factor: float = 2.0)
         following = (axis + 1) % d
         stack.append((upper_lo, hi, following))
         stack.append((lo, lower_hi, following))
+    return Ranges(values.shape, np.array(kept_lo), np.array(kept_hi))
+
+
+def sse_kd_partition(estimate, penalty: float) -> Ranges:
+    """DPCube's kd-tree as DPBench builds it: split a box where that lowers the squared error the most.
+
+    ``estimate`` is a d-D array read as public (DPCube's noisy grid spread over its cells). The
+    cost of a box is the sum of squared deviations of its values from their mean. From the whole
+    domain, a box is cut along its longest side (the last such side on ties: DPBench's 2-D engine
+    cuts rows only when there are more rows than columns) at the cut k (first part: the first k of
+    its L slices, 1 <= k < L) with the lowest total cost of the two parts, the first such k on ties.
+    It is cut only when that lowers its cost by more than ``penalty`` (DPBench: 1 / eps of the box
+    counts, the price of one more noisy count), and the parts are treated the same way.
+
+    Returns the kept boxes, depth first, lower part first, as a Ranges matrix: disjoint and covering
+    the domain, so measuring them has L1 sensitivity 1.
+
+    >>> boxes = sse_kd_partition(np.array([0.0, 0, 0, 9, 9, 9, 9, 9]), penalty=1.0)
+    >>> boxes.lo.ravel().tolist(), boxes.hi.ravel().tolist()
+    ([0, 3], [2, 7])
+    """
+    values = np.asarray(estimate, dtype=np.float64)
+    if values.ndim == 0 or values.size == 0 or not np.all(np.isfinite(values)):
+        raise ValueError("sse_kd_partition needs a non-empty array of finite values (one axis per attribute)")
+    if not (np.isfinite(penalty) and penalty >= 0):
+        raise ValueError(f"penalty must be a finite number >= 0, got {penalty}")
+    d = values.ndim
+    kept_lo, kept_hi = [], []
+    stack = [(np.zeros(d, dtype=np.int64), np.array(values.shape, dtype=np.int64) - 1)]
+    while stack:
+        lo, hi = stack.pop()
+        sides = hi - lo + 1
+        axis = d - 1 - int(np.argmax(sides[::-1]))
+        box = values[tuple(slice(a, b + 1) for a, b in zip(lo, hi))]
+        others = tuple(a for a in range(d) if a != axis)
+        sums = np.concatenate([[0.0], np.cumsum(box.sum(axis=others))])  # slices 0..k-1, k = 0..L
+        squares = np.concatenate([[0.0], np.cumsum((box**2).sum(axis=others))])
+        width = box.size // sides[axis]  # cells per slice
+        k = np.arange(1, sides[axis])
+        first = squares[k] - sums[k] ** 2 / (k * width)
+        second = (squares[-1] - squares[k]) - (sums[-1] - sums[k]) ** 2 / ((sides[axis] - k) * width)
+        whole = squares[-1] - sums[-1] ** 2 / box.size
+        split = first + second
+        best = int(np.argmin(split)) if split.size else -1
+        if best < 0 or not split[best] + penalty < whole:
+            kept_lo.append(lo)
+            kept_hi.append(hi)
+            continue
+        upper_lo, lower_hi = lo.copy(), hi.copy()
+        upper_lo[axis], lower_hi[axis] = lo[axis] + k[best], lo[axis] + k[best] - 1
+        stack.append((upper_lo, hi))
+        stack.append((lo, lower_hi))
     return Ranges(values.shape, np.array(kept_lo), np.array(kept_hi))

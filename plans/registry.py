@@ -80,8 +80,12 @@ info: dict[str, PlanInfo] = {
         summary="AHP with selection_share and eta read from a tuned table of eps * N",
     ),
     "DPCube": PlanInfo(
-        dpcube.dpcube, (1, 2), True, defaults={"selection_share": 0.5, "variance_factor": 2.0},
-        summary="kd-tree of uniform-looking boxes from a noisy histogram, noisy box counts, least squares",
+        dpcube.dpcube, (1, 2), True, defaults={"gz": 11, "alpha": 0.5},
+        summary="noisy grid of gz-cell blocks, kd-tree of low-error boxes from it, noisy box counts spread evenly",
+    ),
+    "DPCube+": PlanInfo(
+        dpcube.dpcube_plus, (1, 2), True, defaults={"selection_share": 0.5, "variance_factor": 2.0},
+        summary="DPCube from a full-resolution noisy histogram, least squares over cells and boxes (ours)",
     ),
     "DAWA": PlanInfo(
         dawa.dawa, (1, 2), True, defaults={"selection_share": 0.25},

@@ -1,5 +1,5 @@
-"""DPBench plans DPCube, MWEM* and AHP*: exact budgets, the kd-tree partition against a brute-force
-reference, DPCube's estimate against its closed form, and the tuned tables' choices."""
+"""DPBench plans DPCube, DPCube+, MWEM* and AHP*: exact budgets, both kd-tree partitions against brute-force
+references, the DPCube estimates against their closed forms, and the tuned tables' choices."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import ektelo_ng as ek
 from kernel.matrix import Identity
 from operators import measure
 from operators import workload as wl
-from operators.partition import kd_partition
+from operators.partition import grid, kd_partition, sse_kd_partition
 from plans import ahp, mwem
 from plans import catalog, info
 from operators.measure import data_vector
 
 EPSILON = Fraction(1, 2)
-NEW = ["DPCube", "MWEM*", "AHP*"]
+NEW = ["DPCube", "DPCube+", "MWEM*", "AHP*"]
 
 
 def table_of(counts):
@@ -62,12 +62,14 @@ def test_plans_spend_exactly_their_budget(name, shape, scale):
 
 
 def test_catalog_entries():
-    assert info["DPCube"].dimensions == info["MWEM*"].dimensions == info["AHP*"].dimensions == (1, 2)
-    assert info["MWEM*"].public_scale and info["AHP*"].public_scale and not info["DPCube"].public_scale
+    assert info["DPCube"].dimensions == info["DPCube+"].dimensions == info["MWEM*"].dimensions == (1, 2)
+    assert info["AHP*"].dimensions == (1, 2) and info["DPCube"].defaults == {"gz": 11, "alpha": 0.5}
+    assert info["MWEM*"].public_scale and info["AHP*"].public_scale
+    assert not info["DPCube"].public_scale and not info["DPCube+"].public_scale
     assert catalog["MWEM*"] is mwem.mwem_star and catalog["AHP*"] is ahp.ahp_star
 
 
-# ---- kd_partition ---------------------------------------------------------------------------------
+# ---- kd_partition (DPCube+) ---------------------------------------------------------------------------------
 
 
 def reference_kd(values, b, factor):
@@ -161,22 +163,144 @@ def test_kd_partition_refuses_bad_input(args, message):
         kd_partition(*args)
 
 
+# ---- sse_kd_partition (DPCube) ---------------------------------------------------------------------
+
+
+def reference_sse_kd(values, penalty):
+    """DPBench's DPCube kd-tree written plainly: every cut's cost summed cell by cell, as a set of boxes."""
+    values = np.asarray(values, dtype=float)
+    d = values.ndim
+
+    def cost(lo, hi):
+        box = [values[idx] for idx in itertools.product(*[range(a, z + 1) for a, z in zip(lo, hi)])]
+        mean = sum(box) / len(box)
+        return sum((v - mean) ** 2 for v in box)
+
+    def build(lo, hi):
+        sides = [z - a + 1 for a, z in zip(lo, hi)]
+        axis = max(a for a in range(d) if sides[a] == max(sides))  # the last longest side
+        best, where = None, None
+        for k in range(1, sides[axis]):
+            lower_hi, upper_lo = list(hi), list(lo)
+            lower_hi[axis], upper_lo[axis] = lo[axis] + k - 1, lo[axis] + k
+            total = cost(lo, lower_hi) + cost(upper_lo, hi)
+            if best is None or total < best - 1e-9:
+                best, where = total, (lower_hi, upper_lo)
+        if best is None or not best + penalty < cost(lo, hi):
+            return {(tuple(lo), tuple(hi))}
+        return build(lo, where[0]) | build(where[1], hi)
+
+    return build([0] * d, [s - 1 for s in values.shape])
+
+
+@pytest.mark.parametrize("shape", [(40,), (9, 12), (13, 7), (16, 16)])
+@pytest.mark.parametrize("seed", range(3))
+def test_sse_kd_partition_matches_the_reference_and_tiles_the_domain(shape, seed):
+    rng = np.random.default_rng(seed)
+    blocks = grid(shape, 3)  # blocky values, as DPCube's grid gives, with distinct levels
+    values = (rng.choice([0.0, 4.0, 30.0], blocks.groups) + rng.normal(0, 1, blocks.groups))[blocks.labels]
+    values = values.reshape(shape)
+    boxes = sse_kd_partition(values, 20.0)
+    assert boxes_of(boxes) == reference_sse_kd(values, 20.0)
+    assert 1 < boxes.shape[0] < np.prod(shape)  # the case exercises both cutting and stopping
+    assert np.array_equal(boxes.dense().sum(axis=0), np.ones(np.prod(shape)))  # disjoint, covering
+
+
+def test_a_step_is_cut_only_when_it_lowers_the_squared_error_by_more_than_the_penalty():
+    # a zeros and b cells of height h: cutting at the step lowers the cost by a b h^2 / (a + b) = 3 * 5 * 4 / 8
+    values = np.repeat([0.0, 2.0], [3, 5])
+    assert boxes_of(sse_kd_partition(values, 7.49)) == {((0,), (2,)), ((3,), (7,))}
+    assert boxes_of(sse_kd_partition(values, 7.5)) == {((0,), (7,))}  # not more than the penalty: one box
+    # no cut lowers a constant box's cost: it stays whole even without a penalty
+    assert boxes_of(sse_kd_partition(np.full((5, 4), 3.0), 0.0)) == {((0, 0), (4, 3))}
+
+
+def test_sse_kd_partition_cuts_the_longer_side_and_columns_on_ties_and_the_first_best_cut():
+    values = np.zeros((4, 4))
+    values[:, 2:] = 10.0  # only a cut between columns 1 and 2 lowers the cost: columns are cut on ties
+    assert boxes_of(sse_kd_partition(values, 1.0)) == {((0, 0), (3, 1)), ((0, 2), (3, 3))}
+    tall = np.zeros((5, 4))
+    tall[:, 2:] = 10.0  # more rows than columns: only rows may be cut, and no row cut helps
+    assert boxes_of(sse_kd_partition(tall, 1.0)) == {((0, 0), (4, 3))}
+    # cutting [4, 2, 0] after cell 0 or after cell 1 leaves cost 2 either way (down from 8): the first is taken,
+    # and the part of cost 2 is not cut again (penalty 3); the same holds mirrored
+    for values in ([4.0, 2.0, 0.0], [0.0, 2.0, 4.0]):
+        assert boxes_of(sse_kd_partition(np.array(values), 3.0)) == {((0,), (0,)), ((1,), (2,))}
+
+
+@pytest.mark.parametrize("args, message", [
+    ((np.array([]), 1.0), "non-empty"), ((np.array([1.0, np.inf]), 1.0), "finite"), ((np.ones(3), -1.0), "penalty"),
+])
+def test_sse_kd_partition_refuses_bad_input(args, message):
+    with pytest.raises(ValueError, match=message):
+        sse_kd_partition(*args)
+
+
 # ---- DPCube ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("counts", [np.repeat([0, 9, 2, 2, 40, 0, 7, 1], 8), skewed_counts((12, 10), 3000)])
-def test_dpcube_with_negligible_noise_recovers_the_data(counts):
+@pytest.mark.parametrize("counts", [np.repeat([3, 30, 0, 12, 5], [11, 11, 20, 2, 16]), skewed_counts((23, 15), 3000)])
+def test_dpcube_spreads_each_boxs_noisy_count_evenly(counts):
+    columns, domain = table_of(counts)
+    plan_session = ek.protect(columns, domain, ek.PureDP(1), seed=7)
+    estimate = catalog["DPCube"](plan_session.source, workload_for(counts.shape), 1).x
+    laplaces = ops(plan_session, "laplace")
+    assert [e["epsilon"] for e in laplaces] == ["1/2", "1/2"] and laplaces[1]["matrix"]["kind"] == "ranges"
+    # the same requests on an identically seeded kernel give the same noisy answers
+    session = ek.protect(columns, domain, ek.PureDP(1), seed=7)
+    vector, _ = data_vector(session.source)
+    blocks = grid(counts.shape, 11)
+    coarse = measure.laplace(vector, blocks.matrix(), Fraction(1, 2)).answers
+    spread = np.array([coarse[g] / blocks.sizes[g] for g in blocks.labels]).reshape(counts.shape)
+    boxes = sse_kd_partition(spread, 2.0)
+    z = measure.laplace(vector, boxes, Fraction(1, 2)).answers
+    expected = np.zeros(counts.shape)
+    for lo, hi, total in zip(boxes.lo, boxes.hi, z):
+        cells = tuple(slice(a, b + 1) for a, b in zip(lo, hi))
+        expected[cells] = total / expected[cells].size
+    assert 1 < boxes.shape[0] < counts.size
+    np.testing.assert_allclose(estimate, expected.ravel(), atol=1e-6)
+
+
+def test_dpcube_with_negligible_noise_gives_the_mean_of_each_block_of_gz_cells():
+    counts = np.concatenate([np.arange(11), np.full(11, 40), np.arange(5) * 3])  # blocks of 11, 11 and 5 cells
     columns, domain = table_of(counts)
     session = ek.protect(columns, domain, ek.PureDP(10**7), seed=0)
-    estimate = catalog["DPCube"](session.source, workload_for(counts.shape), 10**7).x
+    estimate = catalog["DPCube"](session.source, wl.Prefix(27), 10**7).x
+    # the grid is constant within a block, so no box is cut inside one: DPCube keeps the blocks' means
+    np.testing.assert_allclose(estimate, np.repeat([5.0, 40.0, 6.0], [11, 11, 5]), atol=1e-3)
+    session = ek.protect(columns, domain, ek.PureDP(10**7), seed=0)
+    estimate = catalog["DPCube"](session.source, wl.Prefix(27), 10**7, gz=1).x
+    np.testing.assert_allclose(estimate, counts, atol=1e-3)  # blocks of one cell: the data
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"alpha": 1}, "alpha"), ({"alpha": 0}, "alpha"), ({"gz": 0}, "gz"), ({"gz": 2.5}, "gz"), ({"gz": True}, "gz"),
+])
+def test_dpcube_refuses_bad_parameters_before_spending(params, message):
+    columns, domain = table_of(skewed_counts((16,)))
+    session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
+    with pytest.raises(ValueError, match=message):
+        catalog["DPCube"](session.source, wl.Prefix(16), 1, **params)
+    assert session.budget.spent == ek.PureDP.zero()
+
+
+# ---- DPCube+ --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("counts", [np.repeat([0, 9, 2, 2, 40, 0, 7, 1], 8), skewed_counts((12, 10), 3000)])
+def test_dpcube_plus_with_negligible_noise_recovers_the_data(counts):
+    columns, domain = table_of(counts)
+    session = ek.protect(columns, domain, ek.PureDP(10**7), seed=0)
+    estimate = catalog["DPCube+"](session.source, workload_for(counts.shape), 10**7).x
     assert np.max(np.abs(estimate - counts.ravel())) < 1e-3
 
 
-def test_dpcube_is_the_weighted_least_squares_of_cells_and_boxes():
+def test_dpcube_plus_is_the_weighted_least_squares_of_cells_and_boxes():
     counts = np.repeat([3, 30, 0, 12], 16)
     columns, domain = table_of(counts)
     plan_session = ek.protect(columns, domain, ek.PureDP(1), seed=7)
-    estimate = catalog["DPCube"](plan_session.source, wl.Prefix(64), 1).x
+    estimate = catalog["DPCube+"](plan_session.source, wl.Prefix(64), 1).x
     laplaces = ops(plan_session, "laplace")
     assert [e["epsilon"] for e in laplaces] == ["1/2", "1/2"] and laplaces[1]["matrix"]["kind"] == "ranges"
     # the same requests on an identically seeded kernel give the same noisy answers
@@ -195,11 +319,11 @@ def test_dpcube_is_the_weighted_least_squares_of_cells_and_boxes():
     np.testing.assert_allclose(estimate, expected, atol=1e-6)
 
 
-def test_dpcube_refuses_a_bad_share_before_spending():
+def test_dpcube_plus_refuses_a_bad_share_before_spending():
     columns, domain = table_of(skewed_counts((16,)))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
     with pytest.raises(ValueError, match="selection_share"):
-        catalog["DPCube"](session.source, wl.Prefix(16), 1, selection_share=1)
+        catalog["DPCube+"](session.source, wl.Prefix(16), 1, selection_share=1)
     assert session.budget.spent == ek.PureDP.zero()
 
 
