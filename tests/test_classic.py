@@ -283,30 +283,78 @@ def _covers_once(R) -> bool:
     return bool(np.all(R.column_norms("l1") == 1.0))
 
 
+def _sides(R) -> list[tuple[int, ...]]:
+    return sorted(set(map(tuple, (R.hi - R.lo + 1).tolist())))
+
+
 def test_uniform_grid_cell_side():
-    # N eps / c = 100 cells wanted on 64 x 64: side ceil(sqrt(4096 / 100)) = 7, 10 x 10 cells
+    # N eps / c = 100 cells wanted on 64 x 64: DPBench's side int(sqrt(40.96) - 1) + 1 = 6 (floor, not
+    # ceil), so 11 x 11 cells: ten of 6 and one of 4 along each side
     U = classic.uniform_grid((64, 64), 10_000, 0.1).matrix
-    assert U.shape == (100, 4096) and _covers_once(U)
-    assert set((U.hi - U.lo + 1).ravel().tolist()) == {7, 1}
+    assert U.shape == (121, 4096) and _covers_once(U)
+    assert _sides(U) == [(4, 4), (4, 6), (6, 4), (6, 6)]
+    # DPBench at 128 x 128, eps 0.1: N = 1e4 -> side 12 (11 x 11 cells), 1e5 -> 4, 1e6 -> 1 (every cell)
+    assert [classic.uniform_grid((128, 128), n, 0.1).matrix.shape[0] for n in (1e4, 1e5, 1e6)] == [121, 1024, 16384]
+    assert classic.uniform_grid((12, 12), 16 * 10 / 0.1, 0.1).matrix.shape[0] == 16  # sqrt(144 / 16) = 3 exactly
     assert classic.uniform_grid((64, 64), -5.0, 0.1).matrix.shape == (1, 4096)  # noisy N <= 0: the total
     assert np.array_equal(classic.uniform_grid((8, 8), 1e9, 1.0).matrix.dense(), np.eye(64))
+    assert classic.uniform_grid((4, 4, 4), 8 * 10.0, 1.0).matrix.shape[0] == 8  # 3-D: cube root of 64 / 8 = 2
 
 
 def test_adaptive_grid_levels():
-    L1 = classic.adaptive_grid_level1((64, 64), 1e5, 1.0)  # m1 = max(10, ceil(100 / 4)) = 25
-    assert L1.shape == (625, 4096) and _covers_once(L1)
-    assert classic.adaptive_grid_level1((64, 64), 10.0, 0.1).shape == (100, 4096)  # at least 10 x 10
-    assert classic.adaptive_grid_level1((4, 64), 10.0, 0.1).shape == (40, 256)  # short side: one per cell
-    counts = np.linspace(-50, 4000, L1.shape[0])
-    L2 = classic.adaptive_grid_level2(L1, counts, 0.5)
+    # m1 = max(10, int(sqrt(N eps / c) / 4 - 1) + 1) = max(10, floor(25)) = 25; cells
+    # int(sqrt(4096 / 625) - 1) + 1 = 2 wide: 32 x 32 of them, more than m1^2
+    L1 = classic.adaptive_grid_level1((64, 64), 1e5, 1.0)
+    assert L1.shape == (1024, 4096) and _covers_once(L1) and _sides(L1) == [(2, 2)]
+    # 128 x 128 at eps 0.1: N = 1e6 gives m1 = 25, 5 wide (26 x 26, 3 at the edge); 1e7 gives m1 =
+    # floor(79.06) = 79 (not 80), 1 wide: every cell
+    assert _sides(classic.adaptive_grid_level1((128, 128), 1e6, 0.1)) == [(3, 3), (3, 5), (5, 3), (5, 5)]
+    assert classic.adaptive_grid_level1((128, 128), 1e7, 0.1).shape == (16384, 16384)
+    small = classic.adaptive_grid_level1((64, 64), 10.0, 0.1)  # m1 = 10: 6 wide, 11 x 11 cells
+    assert small.shape == (121, 4096) and _sides(small) == [(4, 4), (4, 6), (6, 4), (6, 6)]
+    assert classic.adaptive_grid_level1((4, 64), 10.0, 0.1).shape == (256, 256)  # sqrt(256) / 10 -> 1 wide
+    # level-1 cell -> (noisy count, sub-cells): m2 = floor(sqrt(count * 0.5 / 5)), sub-cells
+    # floor(sqrt(area) / m2) wide, the last cut short
+    cases = {
+        0: (-50.0, 1),  # 6 x 6, count <= 0: m2 = 1, the cell itself
+        1: (90.0, 9),  # 6 x 6, m2 = 3: 2 wide, 3 x 3
+        5: (170.0, 36),  # 6 x 6, m2 = floor(4.12) = 4: 1 wide, 6 x 6 (not 4 x 4)
+        10: (40.0, 6),  # 6 x 4 (right edge), m2 = 2: floor(sqrt(24) / 2) = 2 wide, 3 x 2
+        120: (90.0, 16),  # 4 x 4 corner, m2 = 3: 1 wide
+    }
+    counts = np.zeros(small.shape[0])
+    for j, (count, _) in cases.items():
+        counts[j] = count
+    L2 = classic.adaptive_grid_level2(small, counts, 0.5)
     assert _covers_once(L2)
-    for j in (0, 300, 624):
-        m2 = max(1, math.ceil(math.sqrt(max(counts[j], 0) * 0.5 / 5)))
-        h, w = L1.hi[j] - L1.lo[j] + 1
-        inside = np.all((L2.lo >= L1.lo[j]) & (L2.hi <= L1.hi[j]), axis=1)
-        assert inside.sum() == min(m2, h) * min(m2, w)
+    for j, (_, expected) in cases.items():
+        inside = np.all((L2.lo >= small.lo[j]) & (L2.hi <= small.hi[j]), axis=1)
+        assert inside.sum() == expected
+    # a 12 x 12 cell with count 250: m2 = 5, sub-cells int(12 / 5) = 2 wide, 6 x 6 of them (not 5 x 5)
+    one = classic.adaptive_grid_level1((120, 120), 1.0, 0.1)
+    assert _sides(one) == [(12, 12)]
+    L2 = classic.adaptive_grid_level2(one, np.full(100, 250.0), 0.1, c2=1.0)
+    assert L2.shape == (3600, 14400) and _sides(L2) == [(2, 2)]
     with pytest.raises(ValueError):
         classic.adaptive_grid_level1(64, 1e5, 1.0)
+
+
+def test_adaptive_grid_even_layout():
+    # the paper's sizes: m1 = max(10, ceil(sqrt(N eps / c) / 4)), each side in m1 nearly equal parts
+    L1 = classic.adaptive_grid_level1((128, 128), 1e7, 0.1, layout="even")  # ceil(79.06) = 80
+    assert L1.shape == (6400, 16384) and _covers_once(L1) and _sides(L1) == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    small = classic.adaptive_grid_level1((64, 64), 10.0, 0.1, layout="even")  # m1 = 10: 6 and 7 wide
+    assert small.shape == (100, 4096) and _sides(small) == [(6, 6), (6, 7), (7, 6), (7, 7)]
+    assert classic.adaptive_grid_level1((4, 64), 10.0, 0.1, layout="even").shape == (40, 256)  # short side: 4 parts
+    # m2 = ceil(sqrt(count * 0.5 / 5)): count 90 -> 3 (3 x 3), 170 -> ceil(4.12) = 5 (5 x 5), <= 0 -> 1
+    counts = np.zeros(100)
+    counts[[0, 1, 2]] = [-50.0, 90.0, 170.0]
+    L2 = classic.adaptive_grid_level2(small, counts, 0.5, layout="even")
+    assert _covers_once(L2)
+    for j, expected in [(0, 1), (1, 9), (2, 25), (3, 1)]:
+        assert np.all((L2.lo >= small.lo[j]) & (L2.hi <= small.hi[j]), axis=1).sum() == expected
+    with pytest.raises(ValueError, match="layout"):
+        classic.adaptive_grid_level1((64, 64), 1e5, 1.0, layout="odd")
 
 
 # ---- MWEM augmentation ------------------------------------------------------------------

@@ -11,7 +11,8 @@ sizes, or a Domain; data vectors are row-major.
   ``privelet`` (Haar): per dimension, Kronecker in d-D.
 - ``greedy_h``: a weighted binary tree adapted to the workload (DAWA's GreedyH, see its docstring).
 - ``quadtree``: recursive midpoint splits down to cells, as range (box) queries.
-- ``uniform_grid``, ``adaptive_grid_level1``, ``adaptive_grid_level2``: Qardaji et al.'s grids.
+- ``uniform_grid``, ``adaptive_grid_level1``, ``adaptive_grid_level2``: Qardaji et al.'s grids, cut as
+  DPBench cuts them (AdaptiveGrid also evenly, as its paper sizes them).
 - ``stripe``: HB along one attribute, identity on the others (HB-Striped_kron).
 - ``mwem_h2_augmentation``: MWEM's selected query plus disjoint dyadic intervals (ektelo 9.1).
 
@@ -342,34 +343,39 @@ def quadtree(shape: Shape, *, split: Literal["geometric", "uniform"] = "geometri
     return LinearStrategy(VStack(levels), name="QuadTree")
 
 
-def _split_box(lo: np.ndarray, hi: np.ndarray, parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Split one box into parts[i] nearly equal pieces along dimension i (at most one cell wide)."""
-    sides = []
-    for a, b, p in zip(lo, hi, parts):
-        size = int(b - a + 1)
-        p = int(min(max(p, 1), size))
-        cuts = a + (np.arange(p + 1) * size) // p
-        sides.append((cuts[:-1], cuts[1:] - 1))
-    grids_lo = np.meshgrid(*[s[0] for s in sides], indexing="ij")
-    grids_hi = np.meshgrid(*[s[1] for s in sides], indexing="ij")
-    return np.stack([g.ravel() for g in grids_lo], axis=1), np.stack([g.ravel() for g in grids_hi], axis=1)
+def _cell_width(area: float, cells: float, dimensions: int = 2) -> int:
+    """DPBench's grid cell width for about ``cells`` cells over ``area`` domain cells: the d-th root
+    of area / cells rounded down (at least 1). DPBench writes it int(r - 1) + 1, which is floor(r)
+    for r >= 1, not ceil(r): a grid has at least the cells asked for. No cells asked for: one cell."""
+    if not cells > 0:
+        return int(area)
+    ratio = area / cells
+    root = math.sqrt(ratio) if dimensions == 2 else ratio ** (1.0 / dimensions)
+    width = math.floor(root)
+    if (width + 1) ** dimensions <= ratio:  # a d-th root computed just below an integer
+        width += 1
+    return max(width, 1)
+
+
+def _tiles(lo: np.ndarray, hi: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The box [lo, hi] cut into squares ``width`` cells wide, the last along each side cut short."""
+    starts = np.meshgrid(*[np.arange(a, b + 1, width) for a, b in zip(lo, hi)], indexing="ij")
+    tile_lo = np.stack([g.ravel() for g in starts], axis=1)
+    return tile_lo, np.minimum(tile_lo + width - 1, hi)
 
 
 def uniform_grid(shape: Shape, scale_estimate: float, epsilon: float, *, c: float = 10.0) -> LinearStrategy:
-    """Qardaji et al.'s UniformGrid: about M = N eps / c cells, one count query per cell.
+    """Qardaji et al.'s UniformGrid as DPBench builds it: about M = N eps / c cells, one count each.
 
     N is the number of records: the caller passes a public value or a noisy estimate (spending
-    budget on it), never the private count. Cells are g domain cells wide along every side
-    (the last one truncated), g = ceil((#cells / M)^(1/d)): DPBench's ceil(sqrt(n m / M)) in
-    2-D; M <= 0 gives one cell, the total.
+    budget on it), never the private count. Cells are g domain cells wide along every side, the
+    last one cut short, g = ``_cell_width`` (floor((n m / M)^(1/2)) in 2-D, so at least M cells);
+    M <= 0 gives one cell, the total.
     """
     dims = np.array(shape_sizes(shape))
-    target = scale_estimate * epsilon / c
-    side = int(dims.max()) if target <= 0 else math.ceil((dims.prod() / target) ** (1.0 / dims.size))
-    side = min(max(side, 1), int(dims.max()))
-    starts = np.meshgrid(*[np.arange(0, n, side) for n in dims], indexing="ij")
-    lo = np.stack([g.ravel() for g in starts], axis=1)
-    return LinearStrategy(Ranges(tuple(dims), lo, np.minimum(lo + side, dims) - 1), name="UGrid")
+    width = _cell_width(float(dims.prod()), scale_estimate * epsilon / c, dims.size)
+    lo, hi = _tiles(np.zeros(dims.size, dtype=np.int64), dims - 1, width)
+    return LinearStrategy(Ranges(tuple(dims), lo, hi), name="UGrid")
 
 
 def _two_dimensional(shape: Shape) -> tuple[int, int]:
@@ -379,30 +385,63 @@ def _two_dimensional(shape: Shape) -> tuple[int, int]:
     return dims
 
 
-def adaptive_grid_level1(shape: Shape, scale_estimate: float, epsilon: float, c: float = 10.0) -> Ranges:
-    """AdaptiveGrid's first level: m1 x m1 cells, m1 = max(10, ceil(sqrt(N eps / c) / 4)).
+#: How AdaptiveGrid turns a number m of cells per side into cells: ``"dpbench"`` rounds m down and
+#: cuts squares floor(sqrt(area) / m) wide, the last cut short (more than m^2 cells when that floor
+#: rounds down: 36 on a 12 x 12 cell for m = 5); ``"even"`` rounds m up and cuts each side into m
+#: nearly equal parts (exactly m^2 cells, fewer where a side is shorter than m), as the paper sizes them.
+GridLayout = Literal["dpbench", "even"]
 
+
+def _cells_per_side(root: float, layout: GridLayout) -> int:
+    """m from its real value ``root``: DPBench's int(root - 1) + 1 (floor), or the paper's ceil; at least 1."""
+    if layout not in ("dpbench", "even"):
+        raise ValueError(f"layout must be 'dpbench' or 'even', got {layout!r}")
+    return max(1, math.floor(root) if layout == "dpbench" else math.ceil(root))
+
+
+def _grid_cells(lo: np.ndarray, hi: np.ndarray, m: int, layout: GridLayout) -> tuple[np.ndarray, np.ndarray]:
+    """The box [lo, hi] cut for m x m cells, as ``layout`` says."""
+    if layout == "dpbench":
+        return _tiles(lo, hi, _cell_width(float(np.prod(hi - lo + 1)), m**2))
+    sides = []
+    for a, b in zip(lo, hi):
+        parts = min(m, int(b - a + 1))
+        cuts = a + (np.arange(parts + 1) * int(b - a + 1)) // parts
+        sides.append((cuts[:-1], cuts[1:] - 1))
+    grid_lo = np.meshgrid(*[side[0] for side in sides], indexing="ij")
+    grid_hi = np.meshgrid(*[side[1] for side in sides], indexing="ij")
+    return np.stack([g.ravel() for g in grid_lo], axis=1), np.stack([g.ravel() for g in grid_hi], axis=1)
+
+
+def adaptive_grid_level1(shape: Shape, scale_estimate: float, epsilon: float, c: float = 10.0, *,
+                         layout: GridLayout = "dpbench") -> Ranges:
+    """AdaptiveGrid's first level, for m1 = max(10, sqrt(N eps / c) / 4 rounded) cells per side.
+
+    DPBench's ``layout`` (the default): m1 rounded down, square cells floor(sqrt(n m) / m1) wide,
+    the last along each side cut short: on 128 x 128 with m1 = 10, 11 x 11 cells of 12 (8 at the
+    edge). ``"even"``: m1 rounded up, each side in m1 nearly equal parts (see ``GridLayout``).
     N is public or a noisy estimate (as in ``uniform_grid``); eps is the whole budget, of which
-    the plan spends alpha (0.5) measuring these cells. A side shorter than m1 gets one cell per
-    domain cell.
+    the plan spends alpha (0.5) measuring these cells.
     """
     dims = _two_dimensional(shape)
-    m1 = max(10, math.ceil(math.sqrt(max(scale_estimate * epsilon / c, 0.0)) / 4))
-    return Ranges(dims, *_split_box(np.zeros(2, int), np.array(dims) - 1, np.array([m1, m1])))
+    m1 = max(10, _cells_per_side(math.sqrt(max(scale_estimate * epsilon / c, 0.0)) / 4, layout))
+    return Ranges(dims, *_grid_cells(np.zeros(2, np.int64), np.array(dims) - 1, m1, layout))
 
 
-def adaptive_grid_level2(level1: Ranges, noisy_counts, epsilon: float, c2: float = 5.0) -> Ranges:
-    """AdaptiveGrid's second level: cell j with noisy count N'_j splits into m2 x m2 sub-cells,
-    m2 = ceil(sqrt(N'_j eps / c2)) (1 when N'_j <= 0); eps is the second level's budget,
-    (1 - alpha) times the total. Sub-cells of all cells are disjoint: one matrix, sensitivity 1.
+def adaptive_grid_level2(level1: Ranges, noisy_counts, epsilon: float, c2: float = 5.0, *,
+                         layout: GridLayout = "dpbench") -> Ranges:
+    """AdaptiveGrid's second level: cell j with noisy count N'_j is cut for m2 x m2 sub-cells,
+    m2 = sqrt(N'_j eps / c2) rounded as ``layout`` says (1 when N'_j <= 0); eps is the second
+    level's budget, (1 - alpha) times the total. With DPBench's layout a 12 x 12 cell with m2 = 5
+    gets 6 x 6 sub-cells 2 wide. Sub-cells of all cells are disjoint: one matrix, sensitivity 1.
     """
     counts = np.asarray(noisy_counts, dtype=np.float64).ravel()
     if counts.size != level1.shape[0]:
         raise ValueError(f"need one noisy count per level-1 cell ({level1.shape[0]}), got {counts.size}")
     pieces = []
     for lo, hi, count in zip(level1.lo, level1.hi, counts):
-        m2 = max(1, math.ceil(math.sqrt(max(count, 0.0) * epsilon / c2)))
-        pieces.append(_split_box(lo, hi, np.array([m2, m2])))
+        m2 = _cells_per_side(math.sqrt(max(count * epsilon / c2, 0.0)), layout)
+        pieces.append(_grid_cells(lo, hi, m2, layout))
     return Ranges(level1.domain_shape, np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces]))
 
 
