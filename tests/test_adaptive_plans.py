@@ -16,7 +16,8 @@ from plans import grids, mwem, striped
 from plans import catalog, info
 from operators.measure import data_vector
 
-ADAPTIVE = ["MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "AHP", "DAWA", "PHP", "PHP+", "EFPA", "SF", "SF+", "UGrid", "AGrid", "HB-Striped", "DAWA-Striped"]
+ADAPTIVE = ["MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "AHP", "DAWA", "PHP", "PHP+", "EFPA", "SF", "SF+", "UGrid", "AGrid",
+            "AGrid+", "HB-Striped", "DAWA-Striped"]
 EPSILON = Fraction(1, 2)
 
 
@@ -61,7 +62,7 @@ def test_plans_spend_exactly_their_budget_with_a_public_scale(name, shape):
 
 def test_catalog_labels_the_plans_that_need_the_record_count():
     public = {name for name in ADAPTIVE if info[name].public_scale}
-    assert public == {"MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "SF", "SF+", "UGrid", "AGrid"}
+    assert public == {"MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "SF", "SF+", "UGrid", "AGrid", "AGrid+"}
     assert all(info[name].data_dependent for name in ADAPTIVE if name != "HB-Striped")
     assert not info["HB-Striped"].data_dependent  # its measurements never depend on the data
 
@@ -183,7 +184,22 @@ def test_uniform_grid_spreads_each_cell_evenly():
         assert np.ptp(block) < 1e-6
 
 
-@pytest.mark.parametrize("name", ["UGrid", "AGrid"])
+@pytest.mark.parametrize("name, layout", [("AGrid", "dpbench"), ("AGrid+", "even")])
+def test_adaptive_grid_measures_the_cells_of_its_layout(name, layout):
+    """The level-2 cells AGrid measures are those of its layout (DPBench's or the even one), which differ here."""
+    shape, scale = (16, 16), 1000
+    columns, domain = spiky_table(shape)
+    session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=3)
+    estimate = catalog[name](session.source, workload_for(shape), EPSILON, **{**info[name].defaults, "scale": scale})
+    first, second = estimate.measurements
+    level1 = classic.adaptive_grid_level1(shape, scale, float(EPSILON), layout=layout)
+    level2 = classic.adaptive_grid_level2(level1, first.answers, float(EPSILON) / 2, layout=layout)
+    other = classic.adaptive_grid_level1(shape, scale, float(EPSILON), layout="even" if layout == "dpbench" else "dpbench")
+    assert first.answers.size == level1.shape[0] != other.shape[0]  # m1 = 10: 16 x 16 cells of 1, or 10 x 10 of 1-2
+    assert second.answers.size == level2.shape[0]
+
+
+@pytest.mark.parametrize("name", ["UGrid", "AGrid", "AGrid+"])
 def test_grids_beat_uniform_on_spiky_data(name):
     shape = (16, 16)
     columns, domain = spiky_table(shape)
