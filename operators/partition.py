@@ -183,12 +183,14 @@ def hilbert_order(side: int) -> np.ndarray:
 
 def ahp_cluster(noisy_values, epsilon2: float) -> Partition:
     """The public half of AHP's partition: greedy clustering of sorted, already noisy and
-    thresholded counts (see ``operators.inference.ahp_threshold``).
+    thresholded counts (see ``operators.inference.ahp_threshold``), as Zhang et al. (SDM 2014) and
+    DPBench's implementation run it.
 
     Values are sorted; a cluster [i..j] costs SSE + 2 / (eps2^2 len), the error of measuring its
-    average with Laplace(1 / eps2). Cell j joins the open cluster unless that costs at least as
-    much as starting a new one: cost(i..j) >= cost(i..j-1) + 2 / eps2^2. Clusters map back to
-    cells through the sort order (ties keep cell order).
+    average with Laplace(1 / eps2). Cell j joins the open cluster [i..j-1] unless
+    cost(i..j) >= cost(i..j-1) + alone(j), where alone(j) (``_ahp_alone``) is the least error of
+    cell j as the first cell of a new cluster. Clusters map back to cells through the sort order
+    (ties keep cell order).
     """
     values = np.asarray(noisy_values, dtype=np.float64).ravel()
     if values.size == 0 or not np.all(np.isfinite(values)):
@@ -196,21 +198,50 @@ def ahp_cluster(noisy_values, epsilon2: float) -> Partition:
     if not epsilon2 > 0:
         raise ValueError(f"epsilon2 must be positive, got {epsilon2}")
     order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    prefix = np.concatenate(([0.0], np.cumsum(ordered)))
     noise = 2.0 / epsilon2**2
     cluster = np.empty(values.size, dtype=np.int64)
     label, count, mean, spread = 0, 0, 0.0, 0.0  # open cluster: size, mean, SSE (Welford)
-    for position, value in enumerate(values[order]):
+    for position, value in enumerate(ordered):
         delta = value - mean
         grown_mean = mean + delta / (count + 1)
         grown_spread = spread + delta * (value - grown_mean)
-        if count and grown_spread + noise / (count + 1) >= spread + noise / count + noise:
-            label += 1
-            count, grown_mean, grown_spread = 0, value, 0.0
+        if count:
+            increase = grown_spread + noise / (count + 1) - spread - noise / count
+            # 0 < alone <= noise (up to rounding): compute it only when it decides
+            if increase >= noise or (increase > 0 and increase >= _ahp_alone(ordered, prefix, position, noise)):
+                label += 1
+                count, grown_mean, grown_spread = 0, value, 0.0
         count, mean, spread = count + 1, grown_mean, grown_spread
         cluster[position] = label
     labels = np.empty(values.size, dtype=np.int64)
     labels[order] = cluster
     return Partition(labels)
+
+
+def _ahp_alone(ordered: np.ndarray, prefix: np.ndarray, j: int, noise: float) -> float:
+    """AHP's err*(j): the least error of sorted cell j as the first of a cluster [j..l].
+
+    That error is (x_j - mean(x_j..x_l))^2 + noise / len^2 (its bias and its share of the
+    cluster's noise). l grows from j and stops before the first step whose bias increase is at
+    least the variance still to gain, var(l - 1) - noise / (m + 1)^2 with m the cells from j on
+    (the paper's early termination, with the floor DPBench's implementation uses).
+    Scanned in growing windows, so a short scan costs little.
+    """
+    n = ordered.size
+    floor = noise / (n - j + 1) ** 2
+    width = 64
+    while True:
+        end = min(j + width, n)
+        lengths = np.arange(1, end - j + 1, dtype=np.float64)
+        bias = (ordered[j] - (prefix[j + 1 : end + 1] - prefix[j]) / lengths) ** 2
+        variance = noise / lengths**2
+        stops = np.flatnonzero(np.diff(bias) >= variance[:-1] - floor)
+        if stops.size or end == n:
+            kept = stops[0] + 1 if stops.size else lengths.size
+            return float(np.min(bias[:kept] + variance[:kept]))
+        width *= 4
 
 
 def dawa_partition(noisy_costs, n: int, epsilon2: float) -> Partition:

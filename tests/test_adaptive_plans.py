@@ -153,7 +153,7 @@ def test_ahp_beats_identity_on_sparse_piecewise_constant_data():
     columns, domain = {"a": np.repeat(np.arange(64), counts)}, ek.Domain.from_dict({"a": 64})
     W = wl.Identity(64)
     errors = {"AHP": [], "Identity": []}
-    for seed in range(4):
+    for seed in range(20):  # heavy-tailed: over 300 seeds AHP averages 88, Identity 512, but one of the first 4 costs 1,113
         for name in errors:
             session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=seed)
             errors[name].append(np.sum((catalog[name](session.source, W, EPSILON).x - counts) ** 2))

@@ -3,6 +3,8 @@ the Hilbert order and AHP's greedy clustering, against brute force."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -126,6 +128,7 @@ def test_hilbert_order_rejects_other_sides():
 
 
 def _brute_ahp(values, eps2):
+    """AHP's greedy clustering written out plainly: explicit segment costs and err*(j) by a loop."""
     noise = 2.0 / eps2**2
     order = np.argsort(values, kind="stable")
     v = values[order]
@@ -133,9 +136,22 @@ def _brute_ahp(values, eps2):
     def cost(segment):
         return float(((segment - segment.mean()) ** 2).sum()) + noise / segment.size
 
+    def alone(j):  # least error of v[j] leading a cluster v[j..l], l scanned until the early stop
+        floor = noise / (v.size - j + 1) ** 2
+        bias, variance = 0.0, noise
+        best = bias + variance
+        for l in range(j + 1, v.size):
+            length = l - j + 1
+            grown_bias, grown_variance = (v[j] - v[j : l + 1].mean()) ** 2, noise / length**2
+            if grown_bias - bias >= variance - floor:
+                break
+            bias, variance = grown_bias, grown_variance
+            best = min(best, bias + variance)
+        return best
+
     clusters, start = [], 0
     for j in range(1, v.size):
-        if cost(v[start : j + 1]) >= cost(v[start:j]) + noise:
+        if cost(v[start : j + 1]) >= cost(v[start:j]) + alone(j):
             clusters.append((start, j))
             start = j
     clusters.append((start, v.size))
@@ -156,8 +172,19 @@ def test_ahp_cluster_matches_brute_force(seed):
     assert p == Partition(_brute_ahp(values, eps2))
 
 
+def test_ahp_cluster_long_scans_match_brute_force():
+    # dense noisy plateaus under large noise: err*(j) scans past its first 64-cell window
+    rng = np.random.default_rng(1)
+    values = np.concatenate([np.zeros(100), rng.normal(500, 5, 300), rng.normal(2000, 30, 300)])
+    rng.shuffle(values)
+    assert partition.ahp_cluster(values, 0.05) == Partition(_brute_ahp(values, 0.05))
+
+
 def test_ahp_cluster_small_example():
     # noise cost 2 / 0.1^2 = 200 per cluster: the zeros and 0.5 merge, 100 and 101 merge, 5000 alone
     p = partition.ahp_cluster([0, 0, 0, 100, 101, 5000, 0.5], 0.1)
     assert p.labels.tolist() == [0, 0, 0, 1, 1, 2, 0]
     assert partition.ahp_cluster([3.0] * 5, 1.0).groups == 1
+    # noise 2: adding x to {0} costs x^2 / 2 - 1 = 2.5e-4 more, and x leading its run of 200 would
+    # cost only 2 / 200^2 = 5e-5 (err* scans the whole run), so x starts a new cluster
+    assert partition.ahp_cluster([0.0] + [math.sqrt(2.0005)] * 200, 1.0).groups == 2
