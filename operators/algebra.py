@@ -1,4 +1,4 @@
-"""Client-side algebra over kernel matrices: Grams A^T A, pseudo-inverses A^+, traces, sums, rows.
+"""Client-side algebra over kernel matrices: Grams A^T A, pseudo-inverses A^+, traces, sums, rows, row subsets.
 
 The kernel only multiplies matrices with data and computes their sensitivities; strategy
 optimizers, error formulas and inference also need Grams, pseudo-inverses (least-squares
@@ -37,6 +37,7 @@ from kernel.matrix import (
     Matrix,
     Ones,
     Product,
+    Ranges,
     Sparse,
     Transpose,
     VStack,
@@ -417,3 +418,34 @@ def _(A: Dense, index) -> np.ndarray:
 @rows.register
 def _(A: Sparse, index) -> np.ndarray:
     return A.matrix[np.atleast_1d(index)].toarray()
+
+
+@singledispatch
+def row_subset(A: Matrix, keep) -> Matrix:
+    """The rows ``keep`` of A (in that order) as a matrix the kernel takes: A's own structure where it has
+    one (intervals, boxes, dense, sparse), else a CSR array of the rows. MWEM chooses among the workload
+    queries it has not measured yet; a product with a row selector would leave the kernel a loose
+    sensitivity bound (about n for Prefix(n) instead of 1)."""
+    return Sparse(sp.csr_array(rows(A, keep)))
+
+
+@row_subset.register
+def _(A: Intervals, keep) -> Matrix:
+    keep = np.atleast_1d(keep)
+    return Intervals(A.n, A.lo[keep], A.hi[keep])
+
+
+@row_subset.register
+def _(A: Ranges, keep) -> Matrix:
+    keep = np.atleast_1d(keep)
+    return Ranges(A.domain_shape, A.lo[keep], A.hi[keep])
+
+
+@row_subset.register
+def _(A: Dense, keep) -> Matrix:
+    return Dense(A.array[np.atleast_1d(keep)])
+
+
+@row_subset.register
+def _(A: Sparse, keep) -> Matrix:
+    return Sparse(A.matrix[np.atleast_1d(keep)])

@@ -1,7 +1,8 @@
 """MWEM and its ektelo variants (ektelo plans 7 and 18-20).
 
 Each of T rounds spends eps/(2T) choosing a badly approximated workload query privately
-(``worst_approx``: the exponential mechanism on |w x - w x_hat|) and eps/(2T) measuring it with
+(``worst_approx``: the exponential mechanism on |w x - w x_hat|) among those not measured yet (as
+DPBench's MWEM, which drops each selected query from the candidates), and eps/(2T) measuring it with
 Laplace noise; then the estimate is inferred again from every measurement so far.
 
 - ``mwem``: multiplicative weights over the history (Hardt, Ligett and McSherry), each round
@@ -89,13 +90,20 @@ def mwem(
     n = vector.size
     records = scale_or_noisy_total(vector, budget, scale, total_share)
     rounds = fixed if fixed is not None else _positive_rounds(rounds(records.value))
+    if rounds > workload.shape[0]:
+        raise ValueError(f"MWEM measures each workload query at most once: {rounds} rounds need at least as many "
+                         f"queries, the workload has {workload.shape[0]}")
     step = records.remaining / (2 * rounds)
     x = np.full(n, records.value / n)
     selected: list[int] = []
+    unmeasured = np.arange(workload.shape[0])
     history: list[Measurement] = []
     with single_threaded_blas():  # many small products: a second BLAS thread only adds synchronisation
         for t in range(rounds):
-            selected.append(measure.worst_approx(vector, workload, x, step))
+            candidates = algebra.row_subset(workload, unmeasured) if selected else workload
+            position = measure.worst_approx(vector, candidates, x, step)
+            selected.append(int(unmeasured[position]))
+            unmeasured = np.delete(unmeasured, position)
             row = algebra.rows(workload, selected[-1])
             query = classic.mwem_h2_augmentation(row, n, t) if augment else Sparse(row)  # a box: its cells only
             history.append(measure.laplace(vector, query, step))

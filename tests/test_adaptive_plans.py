@@ -106,6 +106,20 @@ def test_mwem_selects_badly_approximated_queries():
     assert good >= 7  # random picks: P(>= 7 of 10) < 1e-7
 
 
+def test_mwem_measures_each_workload_query_at_most_once_as_dpbench():
+    columns, domain = spiky_table((64,))
+    x = true_vector(columns, domain)
+    W = wl.RandomRange((64,), 6, seed=2)
+    for seed in range(3):  # a large budget: without the removal the worst query would come back
+        session = ek.protect(columns, domain, ek.PureDP(50), seed=seed)
+        run = mwem.mwem(session.source, W, 50, rounds=6, scale=int(x.sum()))
+        assert sorted(run.selected) == list(range(6)) and session.budget.spent == ek.PureDP(50)
+    session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
+    with pytest.raises(ValueError, match="at most once"):
+        mwem.mwem(session.source, W, 1, rounds=7, scale=int(x.sum()))
+    assert session.budget.spent == ek.PureDP.zero()
+
+
 @pytest.mark.parametrize("inference", ["mw", "nnls"])
 def test_inference_moves_the_estimate_toward_the_measurement(inference):
     columns, domain = spiky_table((64,))

@@ -340,7 +340,7 @@ def mwem_star_rounds(counts, epsilon, **params):
 
 @pytest.mark.parametrize("low, rounds", mwem.MWEM_STAR_ROUNDS)
 def test_mwem_star_runs_the_rounds_its_table_gives_for_a_public_scale(low, rounds):
-    counts = skewed_counts((16,), 500)
+    counts = skewed_counts((64,), 500)  # 64 prefix queries: MWEM measures each at most once
     signal = max(low * 1.01, 1.0)  # inside this row (rows are at least a factor sqrt(10) apart)
     assert mwem.by_signal(mwem.MWEM_STAR_ROUNDS, signal) == rounds
     assert mwem_star_rounds(counts, Fraction(signal / 500), scale=500) == rounds

@@ -34,7 +34,7 @@ from kernel.matrix import (
     from_spec,
 )
 from operators.matrices import Haar, Hierarchical, Marginals, Prefix, Suffix, WidthRange
-from operators.algebra import Sum, frobenius_squared, gram, pinv, rows, trace
+from operators.algebra import Sum, frobenius_squared, gram, pinv, row_subset, rows, trace
 from operators.specs import to_spec
 
 # ---- independent dense oracles for the leaves -------------------------------------------
@@ -258,6 +258,16 @@ def test_gram_norms_trace_rows_match_dense(pair):
     assert math.isclose(trace(G), np.trace(D.T @ D), rel_tol=1e-9, abs_tol=1e-12)
     selected = [0, D.shape[0] - 1]
     close(rows(A, selected), D[selected])
+
+
+@SETTINGS
+@given(matrices(), st.data())
+def test_row_subset_matches_dense_rows_and_keeps_the_kernel_sensitivity(pair, data):
+    A, D = pair
+    keep = data.draw(st.lists(st.integers(0, D.shape[0] - 1), min_size=1, max_size=D.shape[0], unique=True))
+    subset = row_subset(A, keep)
+    close(subset.dense(), D[keep])
+    assert subset.sensitivity("l1") <= A.sensitivity("l1") * (1 + 1e-9) + 1e-12  # never a loose product bound
 
 
 @SETTINGS
