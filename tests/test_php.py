@@ -104,11 +104,29 @@ def test_php_spends_its_budget_and_finds_the_steps():
         php(low.source, Prefix(x.size), "0.1", depth=math.ceil(math.log2(x.size)) + 1)
 
 
-def test_php_bisects_log2_n_times_as_dpbench_and_php_plus_half_as_often():
+def test_php_stops_splitting_beyond_2001_intervals_left_to_right_as_dpbench(monkeypatch):
+    import plans.php as module
+
+    x = np.arange(4096)  # a ramp: at this budget the splits are close to the middle, as the scores favour
+    s = _session(x, ek.PureDP(4000))
+    estimate = php(s.source, Prefix(x.size), 4000)  # 11 rounds: 1,024 intervals after 10, then 977 splits
+    splits = [t for t in s.transcript() if t["op"] == "split_points"]
+    assert len(splits) == 11 and s.budget.spent == ek.PureDP(4000)
+    assert splits[-1]["intervals"] == {"length": 977}  # the transcript abbreviates long lists
+    (measured,) = estimate.measurements
+    assert measured.matrix.shape[0] == 2001
+    monkeypatch.setattr(module, "MAX_INTERVALS", 6)  # the same rule on a size whose requests the transcript shows
+    s = _session(np.arange(64), ek.PureDP(4000))
+    php(s.source, Prefix(64), 4000, depth=3)
+    rounds = [t["intervals"] for t in s.transcript() if t["op"] == "split_points"]
+    assert rounds == [[[0, 64]], [[0, 32], [32, 64]], [[0, 16], [16, 32]]]
+
+
+def test_php_bisects_int_log2_n_minus_1_times_as_dpbench_and_php_plus_ceil_log2_n_over_2():
     from plans.php import php_plus
 
     x = np.repeat(np.arange(100) % 7, 3)
-    for plan, rounds in ((php, 9), (php_plus, 5)):  # 300 cells: ceil(log2 300) = 9
+    for plan, rounds in ((php, 7), (php_plus, 5)):  # 300 cells: int(log2 300) - 1 = 7, ceil(8.23 / 2) = 5
         s = _session(x, ek.PureDP(1))
         plan(s.source, Prefix(x.size), 1)
         splits = [t for t in s.transcript() if t["op"] == "split_points"]
