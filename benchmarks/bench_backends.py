@@ -20,8 +20,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from common import main, peak_memory_mb  # noqa: E402
 
-from kernel.domain import Domain  # noqa: E402
-from kernel.table import load_table  # noqa: E402
+from ektelo_ng.kernel.domain import Domain  # noqa: E402
+from ektelo_ng.kernel.table import load_table  # noqa: E402
 
 FOLDER = Path(os.environ.get("EKTELO_BENCH_DIR", "/tmp/ektelo-bench"))
 SIZES = [2 + (i % 10) * 2 for i in range(20)]
@@ -65,7 +65,7 @@ def generate(rows: int) -> dict:
 
 
 def duckdb_all_2way(rows: int) -> dict:
-    from kernel.backends.duckdb import DuckDBTable
+    from ektelo_ng.kernel.backends.duckdb import DuckDBTable
 
     path = parquet(rows)
     start = time.perf_counter()
@@ -105,7 +105,7 @@ def _jvm_peak_mb() -> float:
 def spark_2way(rows: int) -> dict:
     from pyspark.sql import SparkSession
 
-    from kernel.backends.spark import SparkTable
+    from ektelo_ng.kernel.backends.spark import SparkTable
 
     path = parquet(rows)
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")

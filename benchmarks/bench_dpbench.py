@@ -35,7 +35,7 @@ from threadpoolctl import threadpool_limits
 from ektelo_ng.dpbench import data, plots, report
 from ektelo_ng.dpbench.grid import Grid, Setting
 from ektelo_ng.dpbench.runner import run_grid, run_setting
-from plans import info
+from ektelo_ng.plans import info
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "dpbench"
 SCALES = (1_000, 100_000, 10_000_000)

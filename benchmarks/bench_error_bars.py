@@ -27,12 +27,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import main  # noqa: E402
-from kernel.matrix import Kronecker  # noqa: E402
-from kernel.privacy import PureDP, ZCDP  # noqa: E402
-from operators.matrices import Prefix  # noqa: E402
-from operators.selection import hb, residual_planner  # noqa: E402
-from operators.selection.residual_planner import ResidualPlannerEstimate  # noqa: E402
-from operators.selection.residual_hosts import _unwhiten_rows  # noqa: E402
+from ektelo_ng.kernel.matrix import Kronecker  # noqa: E402
+from ektelo_ng.kernel.privacy import PureDP, ZCDP  # noqa: E402
+from ektelo_ng.operators.matrices import Prefix  # noqa: E402
+from ektelo_ng.operators.selection import hb, residual_planner  # noqa: E402
+from ektelo_ng.operators.selection.residual_planner import ResidualPlannerEstimate  # noqa: E402
+from ektelo_ng.operators.selection.residual_hosts import _unwhiten_rows  # noqa: E402
 
 
 #: Noise draws the quality figures of the Prefix x Prefix cases average over.

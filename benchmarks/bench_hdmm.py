@@ -21,10 +21,10 @@ import math
 import sys
 import time
 
-from kernel.matrix import AllRange
-from operators.matrices import Marginals, Prefix
-from operators.selection.hdmm import hdmm, identity_strategy, opt_0, opt_kron, opt_marginals
-from operators.workload import RandomRange
+from ektelo_ng.kernel.matrix import AllRange
+from ektelo_ng.operators.matrices import Marginals, Prefix
+from ektelo_ng.operators.selection.hdmm import hdmm, identity_strategy, opt_0, opt_kron, opt_marginals
+from ektelo_ng.operators.workload import RandomRange
 
 SIGMA = 4.22468
 
@@ -95,9 +95,9 @@ def measure_reconstruct_kron_1e8():
     import numpy as np
 
     import ektelo_ng as ek
-    from kernel.limits import Limits
-    from kernel.matrix import Kronecker
-    from plans.hdmm import hdmm as hdmm_plan
+    from ektelo_ng.kernel.limits import Limits
+    from ektelo_ng.kernel.matrix import Kronecker
+    from ektelo_ng.plans.hdmm import hdmm as hdmm_plan
 
     sizes = {f"a{i}": 100 for i in range(4)}
     rng = np.random.default_rng(0)

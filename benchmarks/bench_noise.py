@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kernel.noise import NoiseSource, discrete_gaussian, discrete_laplace, supported_scale  # noqa: E402
+from ektelo_ng.kernel.noise import NoiseSource, discrete_gaussian, discrete_laplace, supported_scale  # noqa: E402
 
 SAMPLES = 10_000_000
 OPENDP_SAMPLES = 200_000

@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from common import main  # noqa: E402
 
-from operators.selection.query_smasher import query_class_workload, query_smasher  # noqa: E402
+from ektelo_ng.operators.selection.query_smasher import query_class_workload, query_smasher  # noqa: E402
 
 
 def mixed(d: int, n: int) -> list:

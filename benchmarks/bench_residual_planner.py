@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from operators.residual import ResidualReconstruction, SubsetFamily, batched_residual_answers
-from operators.selection.residual_planner import ResidualPlannerStrategy, residual_planner
+from ektelo_ng.operators.residual import ResidualReconstruction, SubsetFamily, batched_residual_answers
+from ektelo_ng.operators.selection.residual_planner import ResidualPlannerStrategy, residual_planner
 
 
 def workload(d: int) -> list[tuple[int, ...]]:

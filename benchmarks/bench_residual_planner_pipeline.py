@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import main  # noqa: E402
 
 import ektelo_ng as ek  # noqa: E402
-from operators.residual import SubsetFamily  # noqa: E402
-from operators.selection.residual_hosts import count_hosts, decode, measure_hosts, plan_hosts  # noqa: E402
-from operators.selection.residual_planner import ResidualPlannerEstimate, residual_planner as select  # noqa: E402
+from ektelo_ng.operators.residual import SubsetFamily  # noqa: E402
+from ektelo_ng.operators.selection.residual_hosts import count_hosts, decode, measure_hosts, plan_hosts  # noqa: E402
+from ektelo_ng.operators.selection.residual_planner import ResidualPlannerEstimate, residual_planner as select  # noqa: E402
 
 ROWS = 100_000
 SIZE = 10

@@ -11,8 +11,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from common import main  # noqa: E402
 
-from kernel.domain import Domain  # noqa: E402
-from kernel.table import load_table  # noqa: E402
+from ektelo_ng.kernel.domain import Domain  # noqa: E402
+from ektelo_ng.kernel.table import load_table  # noqa: E402
 
 ROWS = 10_000_000
 SIZES = {"a": 10, "b": 20, "c": 30, "d": 40, "e": 50}

@@ -34,9 +34,9 @@ import numpy as np
 
 import ektelo_ng as ek
 from ektelo_ng.dpbench import data, metrics, synthetic
-from kernel.table import load_table
-from operators import workload as wl
-from plans import ahp, mwem
+from ektelo_ng.kernel.table import load_table
+from ektelo_ng.operators import workload as wl
+from ektelo_ng.plans import ahp, mwem
 
 SIGNALS = (1e1, 1e2, 1e3, 1e4, 1e5)
 ROUNDS = (1, 2, 4, 8, 16, 32, 64)

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
-from gateway.credentials import Credential
-from gateway.owner import init_service
-from operators.client import Session, socket_transport
-from operators.domains import DomainLike, as_domain
-from kernel.domain import Domain
-from kernel.limits import Limits
-from kernel.privacy import PureDP, ZCDP
-from kernel.service import MAX_ROWS, Kernel
-from kernel.table import TableBackend, load_table
+from ektelo_ng.gateway.credentials import Credential
+from ektelo_ng.gateway.owner import init_service
+from ektelo_ng.operators.client import Session, socket_transport
+from ektelo_ng.operators.domains import DomainLike, as_domain
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.limits import Limits
+from ektelo_ng.kernel.privacy import PureDP, ZCDP
+from ektelo_ng.kernel.service import MAX_ROWS, Kernel
+from ektelo_ng.kernel.table import TableBackend, load_table
 
 BACKENDS = ("numpy", "duckdb", "spark")
 
@@ -38,11 +38,11 @@ def open_table(table, domain: DomainLike, backend: str = "numpy", **options) -> 
             raise ValueError("the table backend was made over a different domain")
         return table
     if backend == "duckdb":
-        from kernel.backends.duckdb import DuckDBTable
+        from ektelo_ng.kernel.backends.duckdb import DuckDBTable
 
         return DuckDBTable(domain, table, **options)
     if backend == "spark":
-        from kernel.backends.spark import SparkTable
+        from ektelo_ng.kernel.backends.spark import SparkTable
 
         return SparkTable(domain, table, **options)
     if backend != "numpy":

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kernel.matrix import Matrix
-from operators import workload as wl
+from ektelo_ng.kernel.matrix import Matrix
+from ektelo_ng.operators import workload as wl
 
 
 def _sizes(text: str) -> list[int]:

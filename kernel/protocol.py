@@ -9,10 +9,10 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, TypeAdapter, model_validator
 
-from kernel.domain import Domain
-from kernel.matrix.spec import ArrayData, MatrixSpec
-from kernel.predicate import Predicate
-from kernel.privacy import Budget, requested_amount
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.matrix.spec import ArrayData, MatrixSpec
+from ektelo_ng.kernel.predicate import Predicate
+from ektelo_ng.kernel.privacy import Budget, requested_amount
 
 SourceId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 

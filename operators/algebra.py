@@ -25,7 +25,7 @@ from functools import singledispatch
 import numpy as np
 import scipy.sparse as sp
 
-from kernel.matrix import (
+from ektelo_ng.kernel.matrix import (
     AllRange,
     Dense,
     Diagonal,
@@ -43,9 +43,9 @@ from kernel.matrix import (
     VStack,
     Weighted,
 )
-from operators.matrices import Haar, Prefix, Suffix, WidthRange
-from operators.specs import to_spec
-from kernel.matrix.base import BLOCK_ENTRIES, unit_columns
+from ektelo_ng.operators.matrices import Haar, Prefix, Suffix, WidthRange
+from ektelo_ng.operators.specs import to_spec
+from ektelo_ng.kernel.matrix.base import BLOCK_ENTRIES, unit_columns
 
 # ---- sums ---------------------------------------------------------------------------------
 

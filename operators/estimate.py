@@ -26,10 +26,10 @@ from typing import Literal
 
 import numpy as np
 
-from kernel.matrix import Identity, Matrix
-from operators.covariance import LeastSquaresCovariance
-from operators.intervals import Intervals, bound_halfwidths, check_level, laplace_halfwidth, normal_halfwidths
-from operators.measurement import Measurement
+from ektelo_ng.kernel.matrix import Identity, Matrix
+from ektelo_ng.operators.covariance import LeastSquaresCovariance
+from ektelo_ng.operators.intervals import Intervals, bound_halfwidths, check_level, laplace_halfwidth, normal_halfwidths
+from ektelo_ng.operators.measurement import Measurement
 
 IntervalMethod = Literal["auto", "exact", "bound"]
 

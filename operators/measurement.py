@@ -22,8 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
-from kernel.matrix import Matrix, Product, Total, VStack, Weighted
-from operators.linalg import explicit_sparse
+from ektelo_ng.kernel.matrix import Matrix, Product, Total, VStack, Weighted
+from ektelo_ng.operators.linalg import explicit_sparse
 
 NoiseKind = Literal["laplace", "gaussian"]
 

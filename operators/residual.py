@@ -30,7 +30,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from kernel.domain import Domain
+from ektelo_ng.kernel.domain import Domain
 
 Subset = tuple[int, ...]
 

@@ -16,11 +16,11 @@ from functools import singledispatch
 
 import numpy as np
 
-from kernel.matrix import (
+from ektelo_ng.kernel.matrix import (
     AllRange, Dense, Diagonal, Fourier, HStack, Identity, Intervals, Kronecker, Matrix, Ones, Product, Ranges, Sparse,
     Transpose, VStack, Weighted,
 )
-from kernel.matrix.spec import (
+from ektelo_ng.kernel.matrix.spec import (
     AllRangeSpec, ArrayData, DenseSpec, DiagonalSpec, FourierSpec, HStackSpec, IdentitySpec, IntervalsSpec,
     KroneckerSpec, MatrixSpec, OnesSpec, ProductSpec, RangesSpec, SparseSpec, TransposeSpec, VStackSpec, WeightedSpec,
 )

@@ -19,8 +19,8 @@ from typing import Literal
 
 import numpy as np
 
-from operators.domains import DomainLike, as_domain
-from kernel.matrix import (
+from ektelo_ng.operators.domains import DomainLike, as_domain
+from ektelo_ng.kernel.matrix import (
     AllRange,
     Identity,
     Intervals,
@@ -30,7 +30,7 @@ from kernel.matrix import (
     Total,
     VStack,
 )
-from operators.matrices import Marginals as _MarginalsMatrix, Prefix, WidthRange
+from ektelo_ng.operators.matrices import Marginals as _MarginalsMatrix, Prefix, WidthRange
 
 __all__ = [
     "AllKway", "AllRange", "Identity", "Kronecker", "Marginals", "Prefix", "RandomRange", "RangeQueries", "Total",

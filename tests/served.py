@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gateway.credentials import Credential
-from gateway.wire import parse_address, read_frame, write_frame
+from ektelo_ng.gateway.credentials import Credential
+from ektelo_ng.gateway.wire import parse_address, read_frame, write_frame
 
 
 def write_table(folder: Path) -> tuple[Path, Path]:

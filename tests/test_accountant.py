@@ -13,8 +13,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from kernel.accountant import Accountant, BudgetExceeded
-from kernel.privacy import PureDP, ZCDP
+from ektelo_ng.kernel.accountant import Accountant, BudgetExceeded
+from ektelo_ng.kernel.privacy import PureDP, ZCDP
 from tests.budget_model import BudgetModel
 
 stabilities = st.sampled_from([Fraction(1), Fraction(2), Fraction(1, 2), Fraction(3), Fraction(10**9)])

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import ektelo_ng as ek
-from operators import workload as wl
-from operators.selection import classic
-from plans import grids, mwem, striped
-from plans import catalog, info
-from operators.measure import data_vector
+from ektelo_ng.operators import workload as wl
+from ektelo_ng.operators.selection import classic
+from ektelo_ng.plans import grids, mwem, striped
+from ektelo_ng.plans import catalog, info
+from ektelo_ng.operators.measure import data_vector
 
 ADAPTIVE = ["MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "AHP", "DAWA", "PHP", "PHP+", "EFPA", "SF", "SF+", "UGrid", "AGrid",
             "AGrid+", "HB-Striped", "DAWA-Striped"]

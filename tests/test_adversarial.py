@@ -23,14 +23,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from kernel.privacy import PureDP, ZCDP
-from kernel.protocol import ErrorInfo
-from gateway.server import make_server
-from gateway.wire import read_frame, write_frame
-from kernel.service import Kernel
-from kernel.limits import Limits
-from kernel.table import TableBackend, load_table
-from kernel.domain import Domain
+from ektelo_ng.kernel.privacy import PureDP, ZCDP
+from ektelo_ng.kernel.protocol import ErrorInfo
+from ektelo_ng.gateway.server import make_server
+from ektelo_ng.gateway.wire import read_frame, write_frame
+from ektelo_ng.kernel.service import Kernel
+from ektelo_ng.kernel.limits import Limits
+from ektelo_ng.kernel.table import TableBackend, load_table
+from ektelo_ng.kernel.domain import Domain
 
 C53 = 2.0**53  # (C - 1) * x rounds once x > 2^15 or so: C x - (C - 1) x jumps from 32768 to 65536 between 32768 and 32769
 
@@ -453,7 +453,7 @@ class _SmallestFirst:
 
 
 def test_the_discrete_laplace_reaches_beyond_forty_scales():
-    from kernel import noise
+    from ektelo_ng.kernel import noise
 
     scale = 64
     sample = noise.discrete_laplace(_SmallestFirst(), scale, 1)
@@ -482,7 +482,7 @@ def test_a_huge_request_leaves_a_small_transcript_entry(remote):
 
 
 def test_the_transcript_keeps_its_last_entries_only(monkeypatch):
-    monkeypatch.setattr("kernel.service.TRANSCRIPT_ENTRIES", 5)
+    monkeypatch.setattr("ektelo_ng.kernel.service.TRANSCRIPT_ENTRIES", 5)
     a = analyst([3, 4])
     for _ in range(12):
         a.send({"op": "budget"})

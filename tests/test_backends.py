@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 
 import ektelo_ng as ek
 from ektelo_ng.session import kernel_process, open_table
-from kernel.domain import Domain
-from kernel.matrix import Identity, Ones
-from kernel.predicate import And, Between, Compare, In, Not, Or
-from operators.predicates import attr
-from kernel.service import Kernel
-from kernel.table import TableBackend, load_table
-from plans import catalog
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.matrix import Identity, Ones
+from ektelo_ng.kernel.predicate import And, Between, Compare, In, Not, Or
+from ektelo_ng.operators.predicates import attr
+from ektelo_ng.kernel.service import Kernel
+from ektelo_ng.kernel.table import TableBackend, load_table
+from ektelo_ng.plans import catalog
 
 ODD = 'odd "name", really'
 LABELS = ("O'Brien", 'say "hi"', "a;b); DROP TABLE x; --")
@@ -63,7 +63,7 @@ def files(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def duck(files):
-    from kernel.backends.duckdb import DuckDBTable
+    from ektelo_ng.kernel.backends.duckdb import DuckDBTable
 
     return DuckDBTable(DOMAIN, files[0] / "t.parquet")
 
@@ -128,7 +128,7 @@ def assert_same_plan(backend: TableBackend, reference: TableBackend):
 def test_duckdb_histograms_match_numpy_for_every_predicate_and_projection(files, duck):
     folder, reference = files
     assert_same_histograms(duck, reference)
-    from kernel.backends.duckdb import DuckDBTable
+    from ektelo_ng.kernel.backends.duckdb import DuckDBTable
 
     assert_same_histograms(DuckDBTable(DOMAIN, str(folder / "t.csv")), open_table(folder / "t.csv", DOMAIN))
     import duckdb
@@ -215,7 +215,7 @@ def write_bad(folder, name, columns):
 @pytest.mark.parametrize("column, columns", BAD + [HUGE])
 def test_duckdb_refuses_out_of_domain_rows_like_numpy(tmp_path, column, columns):
     pytest.importorskip("duckdb")
-    from kernel.backends.duckdb import DuckDBTable
+    from ektelo_ng.kernel.backends.duckdb import DuckDBTable
 
     parquet, csv = write_bad(tmp_path, "bad", columns)
     message = f"column {column!r}"
@@ -229,7 +229,7 @@ def test_duckdb_refuses_out_of_domain_rows_like_numpy(tmp_path, column, columns)
 
 def test_duckdb_refuses_other_columns_and_missing_files(tmp_path):
     pytest.importorskip("duckdb")
-    from kernel.backends.duckdb import DuckDBTable
+    from ektelo_ng.kernel.backends.duckdb import DuckDBTable
 
     parquet, _ = write_bad(tmp_path, "good", {})
     assert DuckDBTable(SMALL, parquet).count() == 3
@@ -243,7 +243,7 @@ def test_duckdb_refuses_other_columns_and_missing_files(tmp_path):
 
 def test_a_table_changed_after_validation_is_refused_not_miscounted():
     duckdb = pytest.importorskip("duckdb")
-    from kernel.backends.duckdb import DuckDBTable
+    from ektelo_ng.kernel.backends.duckdb import DuckDBTable
 
     con = duckdb.connect()
     con.execute("CREATE TABLE t (sex VARCHAR, age BIGINT, zone DOUBLE)")
@@ -258,7 +258,7 @@ def test_a_table_changed_after_validation_is_refused_not_miscounted():
 
 def test_missing_engines_say_which_extra_to_install(monkeypatch, tmp_path, capsys):
     from ektelo_ng.cli import main
-    from kernel.backends.duckdb import DuckDBTable
+    from ektelo_ng.kernel.backends.duckdb import DuckDBTable
 
     monkeypatch.setitem(sys.modules, "duckdb", None)
     monkeypatch.setitem(sys.modules, "pyspark.sql", None)
@@ -300,7 +300,7 @@ def spark():
 
 @pytest.mark.spark
 def test_spark_histograms_and_plan_match_numpy(files, spark):
-    from kernel.backends.spark import SparkTable
+    from ektelo_ng.kernel.backends.spark import SparkTable
 
     folder, reference = files
     table = SparkTable(DOMAIN, folder / "t.parquet")
@@ -316,7 +316,7 @@ def test_spark_histograms_and_plan_match_numpy(files, spark):
 @pytest.mark.spark
 def test_spark_refuses_out_of_domain_rows_like_numpy(tmp_path, spark):
     pytest.importorskip("duckdb")
-    from kernel.backends.spark import SparkTable
+    from ektelo_ng.kernel.backends.spark import SparkTable
 
     for i, (column, columns) in enumerate(BAD + [HUGE]):
         parquet, csv = write_bad(tmp_path, f"bad{i}", columns)
@@ -343,7 +343,7 @@ def test_marginal_plans_on_a_100_attribute_table_count_only_their_marginals(back
     if backend == "duckdb":
         pytest.importorskip("duckdb")
     import ektelo_ng as ek
-    from plans.residual_planner import residual_planner
+    from ektelo_ng.plans.residual_planner import residual_planner
 
     rng = np.random.default_rng(0)
     names = [f"q{i}" for i in range(100)]

@@ -21,17 +21,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import operators.privacy
-from kernel import protocol as p
-from kernel.accountant import Accountant, BudgetExceeded
-from kernel.domain import Domain
-from kernel.privacy import (
+from ektelo_ng.operators import privacy
+from ektelo_ng.kernel import protocol as p
+from ektelo_ng.kernel.accountant import Accountant, BudgetExceeded
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.privacy import (
     AMOUNT_GRID, DIGIT_LIMIT, EXPONENT_LIMIT, MAX_AMOUNT, PureDP, ZCDP, on_grid, requested_amount, to_fraction,
 )
-from kernel.service import Kernel
-from kernel.table import load_table
-from operators.client import ResponseAdapter
-from operators.privacy import split_amount
+from ektelo_ng.kernel.service import Kernel
+from ektelo_ng.kernel.table import load_table
+from ektelo_ng.operators.client import ResponseAdapter
+from ektelo_ng.operators.privacy import split_amount
 from tests.budget_model import BudgetModel
 
 SIXTY_BYTES = "1e-" + "9" * 57
@@ -279,7 +279,7 @@ def test_a_split_budget_adds_up_exactly_and_each_part_is_on_the_grid(budget, wei
 
 
 def test_operators_use_only_public_kernel_names():
-    tree = ast.parse(Path(operators.privacy.__file__).read_text())
+    tree = ast.parse(Path(privacy.__file__).read_text())
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                 and (node.module or "").startswith("kernel") for alias in node.names]
     assert imported and not [name for name in imported if name.startswith("_")]

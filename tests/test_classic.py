@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from kernel.matrix import AllRange, Dense, Diagonal, Intervals, Product, Ranges
-from operators.matrices import Haar, Hierarchical, Prefix, WidthRange
-from operators.algebra import gram
-from operators.error import rmse
-from operators.selection import classic
-from operators.partition import Partition
-from operators.workload import RandomRange
+from ektelo_ng.kernel.matrix import AllRange, Dense, Diagonal, Intervals, Product, Ranges
+from ektelo_ng.operators.matrices import Haar, Hierarchical, Prefix, WidthRange
+from ektelo_ng.operators.algebra import gram
+from ektelo_ng.operators.error import rmse
+from ektelo_ng.operators.selection import classic
+from ektelo_ng.operators.partition import Partition
+from ektelo_ng.operators.workload import RandomRange
 
 # ---- fixed strategies ------------------------------------------------------------------
 

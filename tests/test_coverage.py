@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import ektelo_ng as ek
-from operators.selection import hb, hdmm, identity, query_smasher, residual_planner
-from operators.workload import Prefix
+from ektelo_ng.operators.selection import hb, hdmm, identity, query_smasher, residual_planner
+from ektelo_ng.operators.workload import Prefix
 
 RUNS = 300
 LEVELS = (0.9, 0.95)

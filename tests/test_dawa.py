@@ -14,15 +14,15 @@ from hypothesis import given, settings, strategies as st
 from scipy import stats
 
 import ektelo_ng as ek
-from kernel.matrix import Kronecker
-from operators.matrices import Prefix
-from kernel.mechanisms import dyadic_deviations, prepare_dyadic_deviations
-from kernel.noise import NoiseSource
-from kernel.privacy import PureDP
-from operators.client import InvalidRequestError
-from operators.partition import dawa_partition, stripe
-from operators.workload import RandomRange
-from plans.dawa import _stripe_workloads, dawa, dawa_striped
+from ektelo_ng.kernel.matrix import Kronecker
+from ektelo_ng.operators.matrices import Prefix
+from ektelo_ng.kernel.mechanisms import dyadic_deviations, prepare_dyadic_deviations
+from ektelo_ng.kernel.noise import NoiseSource
+from ektelo_ng.kernel.privacy import PureDP
+from ektelo_ng.operators.client import InvalidRequestError
+from ektelo_ng.operators.partition import dawa_partition, stripe
+from ektelo_ng.operators.workload import RandomRange
+from ektelo_ng.plans.dawa import _stripe_workloads, dawa, dawa_striped
 
 
 def blocks(n):

@@ -16,8 +16,8 @@ from ektelo_ng.dpbench import data, report, workloads
 from ektelo_ng.dpbench.grid import Grid, Setting, parse_domain
 from ektelo_ng.dpbench.metrics import scaled_errors
 from ektelo_ng.dpbench.runner import RESULTS, read_results, run_grid, run_setting
-from operators.matrices import Prefix
-from plans import info
+from ektelo_ng.operators.matrices import Prefix
+from ektelo_ng.plans import info
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "dpbench"
 needs_files = pytest.mark.skipif(not (SHARED / "NOTICE.md").exists(), reason="DPBench data files not beside the repo")
@@ -229,7 +229,7 @@ def test_command_line_writes_results_summary_and_figures(tmp_path, capsys):
 def test_random_range_draws_side_lengths_then_placements_as_dpbench_defines():
     from scipy import stats
 
-    from operators.workload import RandomRange
+    from ektelo_ng.operators.workload import RandomRange
 
     W = RandomRange(8, 16_000, seed=4)
     lengths = W.hi - W.lo + 1

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 import ektelo_ng as ek
-from kernel.matrix import Identity
-from operators import measure
-from operators import workload as wl
-from operators.partition import grid, kd_partition, sse_kd_partition
-from plans import ahp, mwem
-from plans import catalog, info
-from operators.measure import data_vector
+from ektelo_ng.kernel.matrix import Identity
+from ektelo_ng.operators import measure
+from ektelo_ng.operators import workload as wl
+from ektelo_ng.operators.partition import grid, kd_partition, sse_kd_partition
+from ektelo_ng.plans import ahp, mwem
+from ektelo_ng.plans import catalog, info
+from ektelo_ng.operators.measure import data_vector
 
 EPSILON = Fraction(1, 2)
 NEW = ["DPCube", "DPCube+", "MWEM*", "AHP*"]

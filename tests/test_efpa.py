@@ -10,11 +10,11 @@ from scipy import stats
 from scipy.special import softmax
 
 import ektelo_ng as ek
-from kernel.matrix import Fourier
-from operators.matrices import Prefix
-from kernel.mechanisms import FOURIER_SENSITIVITY, fourier_tail_norms
-from operators.client import InvalidRequestError
-from plans.efpa import efpa, noise_error
+from ektelo_ng.kernel.matrix import Fourier
+from ektelo_ng.operators.matrices import Prefix
+from ektelo_ng.kernel.mechanisms import FOURIER_SENSITIVITY, fourier_tail_norms
+from ektelo_ng.operators.client import InvalidRequestError
+from ektelo_ng.plans.efpa import efpa, noise_error
 
 vectors = st.integers(1, 24).flatmap(lambda n: st.lists(st.integers(0, 9), min_size=n, max_size=n))
 

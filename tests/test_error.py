@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernel.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
-from operators.matrices import Haar, Hierarchical, Prefix, WidthRange
-from operators.error import expected_error, reconstruction_error, rmse, svd_bound
+from ektelo_ng.kernel.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
+from ektelo_ng.operators.matrices import Haar, Hierarchical, Prefix, WidthRange
+from ektelo_ng.operators.error import expected_error, reconstruction_error, rmse, svd_bound
 
 SIGMA = 4.22468  # analytic Gaussian, eps = 1, delta = 1e-6 (J Table 5 scale)
 

@@ -7,16 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernel.matrix import Dense, Identity, Kronecker, Total, VStack
-from operators import covariance
-from operators.estimate import VectorEstimate
-from operators.inference import least_squares
-from operators.intervals import (
+from ektelo_ng.kernel.matrix import Dense, Identity, Kronecker, Total, VStack
+from ektelo_ng.operators import covariance
+from ektelo_ng.operators.estimate import VectorEstimate
+from ektelo_ng.operators.inference import least_squares
+from ektelo_ng.operators.intervals import (
     bound_halfwidths, central_probability, chernoff_factor, laplace_halfwidth, normal_halfwidths,
 )
-from operators.matrices import Prefix
-from operators.measurement import Measurement
-from operators.selection import classic
+from ektelo_ng.operators.matrices import Prefix
+from ektelo_ng.operators.measurement import Measurement
+from ektelo_ng.operators.selection import classic
 
 
 def dense_variances(measurements, W):
@@ -157,8 +157,8 @@ def test_every_catalog_plan_has_the_one_signature():
     import inspect
     import typing
 
-    import plans
-    from operators.estimate import Estimate
+    from ektelo_ng import plans
+    from ektelo_ng.operators.estimate import Estimate
 
     for name, plan in plans.catalog.items():
         parameters = list(inspect.signature(plan).parameters.values())
@@ -184,8 +184,7 @@ def _session(sizes, budget, seed=0):
 
 def test_data_dependent_plans_say_what_their_error_bars_leave_out():
     import ektelo_ng as ek
-    import plans
-
+    from ektelo_ng import plans
     session, _ = _session([32], ek.PureDP(3))
     W = Prefix(32)
     dawa = plans.catalog["DAWA"](session.source, W, 1)
@@ -200,7 +199,7 @@ def test_data_dependent_plans_say_what_their_error_bars_leave_out():
 
 def test_marginal_estimates_answer_items_in_the_order_asked_with_covariances():
     import ektelo_ng as ek
-    from operators.selection import residual_planner
+    from ektelo_ng.operators.selection import residual_planner
 
     session, columns = _session([3, 4, 2], ek.ZCDP(1))
     strategy = residual_planner(session.source.domain, [("a0", "a1"), ("a1", "a2")])
@@ -221,8 +220,8 @@ def test_marginal_estimates_answer_items_in_the_order_asked_with_covariances():
 
 
 def test_domains_may_be_mappings_of_names_to_sizes():
-    from operators.domains import as_domain
-    from operators.selection import residual_planner
+    from ektelo_ng.operators.domains import as_domain
+    from ektelo_ng.operators.selection import residual_planner
 
     assert as_domain({"age": 100, "sex": ["F", "M"]}).sizes == (100, 2)
     assert residual_planner({"age": 10, "sex": 2}, [("age", "sex")]).num_queries == 20
@@ -232,8 +231,8 @@ def test_domains_may_be_mappings_of_names_to_sizes():
 
 def test_a_strategy_serves_where_its_matrix_is_expected():
     import ektelo_ng as ek
-    from operators import measure
-    from operators.selection import hb as select_hb
+    from ektelo_ng.operators import measure
+    from ektelo_ng.operators.selection import hb as select_hb
 
     session, _ = _session([16], ek.PureDP(1))
     strategy = select_hb(16)
@@ -248,7 +247,7 @@ def test_a_strategy_serves_where_its_matrix_is_expected():
 def test_a_known_total_beside_noisy_counts_keeps_their_variance(sd):
     """G = A^T D A squares the condition number: with a total known to 1e-4 beside counts of noise sd 1e4,
     a pseudo-inverse of G itself lost the counts' variance to rounding (it reported 2e-12)."""
-    from operators.measurement import known_total
+    from ektelo_ng.operators.measurement import known_total
 
     n = 64
     measured = [measured_at := Measurement(Identity(n), np.zeros(n), sd, "laplace"), known_total(n, 0.0)]
@@ -259,7 +258,7 @@ def test_a_known_total_beside_noisy_counts_keeps_their_variance(sd):
 
 def test_review_findings_zcdp_variances_empty_workloads_identity_on_kronecker_and_numpy_levels():
     import ektelo_ng as ek
-    from kernel.matrix import Dense
+    from ektelo_ng.kernel.matrix import Dense
 
     strategy = classic.h2((64,))
     budget = ek.ZCDP(0.5)

@@ -14,7 +14,7 @@ from functools import reduce
 import numpy as np
 import pytest
 
-from kernel.matrix import (
+from ektelo_ng.kernel.matrix import (
     AllRange,
     Dense,
     Identity,
@@ -24,11 +24,11 @@ from kernel.matrix import (
     Total,
     VStack,
 )
-from operators.matrices import Marginals, Prefix, WidthRange
-from operators.algebra import pinv
-from operators.error import expected_error, svd_bound
-from operators.measurement import Measurement
-from operators.selection.hdmm import (
+from ektelo_ng.operators.matrices import Marginals, Prefix, WidthRange
+from ektelo_ng.operators.algebra import pinv
+from ektelo_ng.operators.error import expected_error, svd_bound
+from ektelo_ng.operators.measurement import Measurement
+from ektelo_ng.operators.selection.hdmm import (
     KroneckerStrategy,
     MarginalStrategy,
     PIdentity,
@@ -40,12 +40,12 @@ from operators.selection.hdmm import (
     opt_marginals,
     opt_plus,
 )
-from operators.selection.hdmm import marginals as marg
-from operators.selection.hdmm.blocks import AttributeBlocks
-from operators.selection.hdmm.gram import Gram, product_terms
-from operators.selection.hdmm.opt0 import factor_error, gaussian_loss, pidentity_loss, row_errors
-from operators.selection.hdmm.select import OPT_PLUS_MAX_PRODUCTS, default_optimizers
-from operators.workload import RandomRange
+from ektelo_ng.operators.selection.hdmm import marginals as marg
+from ektelo_ng.operators.selection.hdmm.blocks import AttributeBlocks
+from ektelo_ng.operators.selection.hdmm.gram import Gram, product_terms
+from ektelo_ng.operators.selection.hdmm.opt0 import factor_error, gaussian_loss, pidentity_loss, row_errors
+from ektelo_ng.operators.selection.hdmm.select import OPT_PLUS_MAX_PRODUCTS, default_optimizers
+from ektelo_ng.operators.workload import RandomRange
 
 SIGMA = 4.22468
 
@@ -206,7 +206,7 @@ def test_pidentity_gradient_matches_finite_differences(W, density):
 
 
 def test_laplace_opt0_never_materializes_a_gram(monkeypatch):
-    from operators.algebra import IntervalGram
+    from ektelo_ng.operators.algebra import IntervalGram
 
     def refuse(self):
         raise AssertionError("dense Gram formed")

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from kernel.matrix import Dense, Identity, Kronecker, Total
-from operators.matrices import Hierarchical, Prefix
-from operators import inference
-from operators.measurement import Measurement, known_total, map_to_root
-from operators.inference import least_squares, multiplicative_weights, nnls
-from operators.partition import Partition
-from operators.selection import classic
+from ektelo_ng.kernel.matrix import Dense, Identity, Kronecker, Total
+from ektelo_ng.operators.matrices import Hierarchical, Prefix
+from ektelo_ng.operators import inference
+from ektelo_ng.operators.measurement import Measurement, known_total, map_to_root
+from ektelo_ng.operators.inference import least_squares, multiplicative_weights, nnls
+from ektelo_ng.operators.partition import Partition
+from ektelo_ng.operators.selection import classic
 
 
 def _dense_weighted_lstsq(blocks):
@@ -162,9 +162,9 @@ def test_global_inference_through_split_and_reduce_lineage():
 
 
 def test_explicit_sparse_equals_the_dense_matrix_or_declines():
-    from kernel.matrix import Dense, Fourier, Identity, Intervals, Sparse, Total, VStack, Weighted
-    from operators.matrices import Prefix
-    from operators.linalg import explicit_sparse
+    from ektelo_ng.kernel.matrix import Dense, Fourier, Identity, Intervals, Sparse, Total, VStack, Weighted
+    from ektelo_ng.operators.matrices import Prefix
+    from ektelo_ng.operators.linalg import explicit_sparse
 
     rng = np.random.default_rng(3)
     M = VStack([
@@ -180,9 +180,9 @@ def test_explicit_sparse_of_boxes_diagonals_and_products_equals_the_dense_matrix
     """Boxes in 1-, 2- and 3-D, and products (boxes reduced by a partition, a weighted tree mapped to the
     root through a partition) equal their dense matrices; a product declines when a factor has no cheap
     explicit form or a factor or partial product has too many non-zeros."""
-    from kernel.matrix import Diagonal, Fourier, Identity, Intervals, Ones, Product, Ranges
-    from operators.linalg import explicit_sparse
-    from operators.partition import Partition
+    from ektelo_ng.kernel.matrix import Diagonal, Fourier, Identity, Intervals, Ones, Product, Ranges
+    from ektelo_ng.operators.linalg import explicit_sparse
+    from ektelo_ng.operators.partition import Partition
 
     rng = np.random.default_rng(4)
     for shape in [(7,), (4, 6), (3, 1, 5), (2, 3, 2, 4)]:
@@ -203,9 +203,9 @@ def test_explicit_sparse_of_boxes_diagonals_and_products_equals_the_dense_matrix
 def test_multiplicative_weights_on_atoms_equals_it_on_cells():
     """MWEM's multiplicative weights on the atoms of its measured queries (boxes, and a stack of rows as
     in the H2 augmentation) gives the estimate of multiplicative weights on every cell, from any start."""
-    from kernel.matrix import Dense, Intervals, Sparse, VStack
-    from operators.workload import RandomRange
-    from plans.mwem import SWEEPS, _multiplicative_weights_on_atoms
+    from ektelo_ng.kernel.matrix import Dense, Intervals, Sparse, VStack
+    from ektelo_ng.operators.workload import RandomRange
+    from ektelo_ng.plans.mwem import SWEEPS, _multiplicative_weights_on_atoms
 
     rng = np.random.default_rng(8)
     boxes = RandomRange((6, 5), 4, seed=2).dense()
@@ -223,7 +223,7 @@ def test_multiplicative_weights_on_atoms_equals_it_on_cells():
 def test_multiplicative_weights_equals_the_update_rule_written_out():
     """x <- x exp(M^T (y - M x) / 2N), renormalized to N, measurement by measurement, pass by pass:
     the fast paths (single rows, CSR stacks, implicit matrices) change nothing."""
-    from kernel.matrix import Dense, Fourier, Intervals, VStack
+    from ektelo_ng.kernel.matrix import Dense, Fourier, Intervals, VStack
 
     rng = np.random.default_rng(5)
     n, total = 16, 200.0

@@ -14,11 +14,11 @@ import pytest
 from scipy import stats
 
 import ektelo_ng as ek
-from operators.client import InvalidRequestError, UnknownSourceError
-from kernel.matrix import Dense, Identity, Kronecker, Total
-from operators.matrices import Prefix
-from operators.predicates import attr
-from operators.specs import to_spec
+from ektelo_ng.operators.client import InvalidRequestError, UnknownSourceError
+from ektelo_ng.kernel.matrix import Dense, Identity, Kronecker, Total
+from ektelo_ng.operators.matrices import Prefix
+from ektelo_ng.operators.predicates import attr
+from ektelo_ng.operators.specs import to_spec
 
 DOMAIN = ek.Domain.from_dict({"sex": ["F", "M"], "age": 8, "zone": 5})
 

@@ -15,15 +15,15 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import ektelo_ng as ek
-from kernel.accountant import Accountant, BudgetExceeded
-from kernel.domain import Domain
-from kernel.matrix import Dense, Identity, Kronecker, Total, VStack
-from operators.matrices import Prefix
-from kernel.noise import NoiseSource, discrete_gaussian
-from kernel.privacy import PureDP, ZCDP
-from kernel.table import NumpyTable
-from operators.client import BudgetExceededError, InvalidRequestError, UnknownSourceError
-from operators.specs import to_spec
+from ektelo_ng.kernel.accountant import Accountant, BudgetExceeded
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.matrix import Dense, Identity, Kronecker, Total, VStack
+from ektelo_ng.operators.matrices import Prefix
+from ektelo_ng.kernel.noise import NoiseSource, discrete_gaussian
+from ektelo_ng.kernel.privacy import PureDP, ZCDP
+from ektelo_ng.kernel.table import NumpyTable
+from ektelo_ng.operators.client import BudgetExceededError, InvalidRequestError, UnknownSourceError
+from ektelo_ng.operators.specs import to_spec
 from tests.budget_model import BudgetModel
 
 SIZES = {"a": 3, "b": 4, "c": 5}
@@ -186,7 +186,7 @@ def test_the_client_checks_its_arguments_and_the_kernel_its_matrix_indices():
         s.gaussian_batch([x, x], [Identity(3)], rho=[1, 1])
     with pytest.raises(ValueError, match="this session"):
         session().gaussian_batch([x], [Identity(3)], rho=[1])
-    from kernel import protocol as p
+    from ektelo_ng.kernel import protocol as p
 
     reply = s._transport(p.GaussianBatch.model_construct(
         op="gaussian_batch", matrices=[to_spec(Identity(3))],

@@ -22,7 +22,7 @@ def test_the_trusted_surface_lists_every_kernel_module():
 
 
 def test_client_code_imports_no_private_kernel_names():
-    pattern = re.compile(r"from kernel[\w.]* import (\([^)]*\)|[^\n]*)")
+    pattern = re.compile(r"from ektelo_ng\.kernel[\w.]* import (\([^)]*\)|[^\n]*)")
     for layer in ("operators", "plans", "ektelo_ng"):
         for path in sorted((KERNEL.parent / layer).rglob("*.py")):
             for names in pattern.findall(path.read_text()):
@@ -34,9 +34,27 @@ def test_client_code_imports_no_private_kernel_names():
 def test_the_gateway_sits_between_the_client_operators_and_the_kernel():
     """gateway/ imports only the kernel's public names and itself: it passes request text to kernels, and the
     privacy argument never depends on it (kernel/README.md)."""
-    upward = re.compile(r"^\s*(from|import)\s+(operators|plans|ektelo_ng)\b", re.M)
-    private = re.compile(r"from kernel[\w.]* import [^\n]*\b_[a-z]\w*")
+    upward = re.compile(r"^\s*(from|import)\s+ektelo_ng(?!\.(kernel|gateway)\b)", re.M)
+    private = re.compile(r"from ektelo_ng\.kernel[\w.]* import [^\n]*\b_[a-z]\w*")
     for path in sorted((KERNEL.parent / "gateway").rglob("*.py")):
         text = path.read_text()
         assert not upward.search(text), f"{path} imports a layer above the gateway"
         assert not private.search(text), f"{path} imports a private kernel name"
+
+
+LAYERS = ("kernel", "gateway", "operators", "plans", "ektelo_ng")  # bottom to top (DESIGN.md)
+
+
+def test_imports_only_point_down_the_layers_and_always_through_ektelo_ng():
+    """Every import of the library names it as ektelo_ng.<layer> (never the bare folder, which a user's module of
+    the same name would shadow), and no layer imports one above it."""
+    statement = re.compile(r"^\s*(?:from|import)\s+([\w.]+)", re.M)
+    for rank, layer in enumerate(LAYERS):
+        for path in sorted((KERNEL.parent / layer).rglob("*.py")):
+            for module in statement.findall(path.read_text()):
+                top = module.split(".")[0]
+                assert top not in LAYERS[:-1], f"{path} imports {module}: write ektelo_ng.{module}"
+                if top == "ektelo_ng" and layer != "ektelo_ng":
+                    target = (module.split(".") + ["ektelo_ng"])[1]  # bare ektelo_ng: the front door
+                    above = LAYERS.index(target) if target in LAYERS else len(LAYERS) - 1
+                    assert above <= rank, f"{path} ({layer}) imports {module}, a layer above it"

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernel.accountant import BudgetExceeded
-from kernel.ledger import SqliteLedger
-from kernel.privacy import PureDP, ZCDP
+from ektelo_ng.kernel.accountant import BudgetExceeded
+from ektelo_ng.kernel.ledger import SqliteLedger
+from ektelo_ng.kernel.privacy import PureDP, ZCDP
 
 NAMES = ["a", "b", "c"]
 AMOUNTS = st.fractions(min_value=0, max_value=1, max_denominator=16)

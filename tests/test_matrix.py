@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from kernel.matrix import (
+from ektelo_ng.kernel.matrix import (
     AllRange,
     Dense,
     Diagonal,
@@ -33,9 +33,9 @@ from kernel.matrix import (
     VStack,
     from_spec,
 )
-from operators.matrices import Haar, Hierarchical, Marginals, Prefix, Suffix, WidthRange
-from operators.algebra import Sum, frobenius_squared, gram, pinv, row_subset, rows, trace
-from operators.specs import to_spec
+from ektelo_ng.operators.matrices import Haar, Hierarchical, Marginals, Prefix, Suffix, WidthRange
+from ektelo_ng.operators.algebra import Sum, frobenius_squared, gram, pinv, row_subset, rows, trace
+from ektelo_ng.operators.specs import to_spec
 
 # ---- independent dense oracles for the leaves -------------------------------------------
 
@@ -345,7 +345,7 @@ def test_client_classes_reach_the_kernel_as_its_own_general_specs():
         spec = to_spec(A)
         assert spec.kind == kind
         rebuilt = from_spec(spec.model_dump_json())
-        assert type(rebuilt).__module__.startswith("kernel.matrix")
+        assert type(rebuilt).__module__.startswith("ektelo_ng.kernel.matrix")
         close(rebuilt.dense(), A.dense())
         for norm in ("l1", "l2"):
             close(rebuilt.column_norms(norm), A.column_norms(norm))

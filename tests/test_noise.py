@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from kernel.matrix import Dense
-from kernel.mechanisms import prepare_exponential
-from kernel.noise import (
+from ektelo_ng.kernel.matrix import Dense
+from ektelo_ng.kernel.mechanisms import prepare_exponential
+from ektelo_ng.kernel.noise import (
     NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, grid_step, supported_scale,
 )
-from kernel.privacy import PureDP
+from ektelo_ng.kernel.privacy import PureDP
 
 ALPHA = 1e-6
 SAMPLES = 200_000

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from kernel import noise
-from kernel.noise import NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, supported_scale
+from ektelo_ng.kernel import noise
+from ektelo_ng.kernel.noise import NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, supported_scale
 
 ALPHA = 1e-6
 SAMPLES = 200_000

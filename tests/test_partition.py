@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from kernel.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
-from operators.matrices import Marginals, Prefix
-from operators import partition
-from operators.partition import Partition
-from operators.workload import RandomRange
+from ektelo_ng.kernel.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
+from ektelo_ng.operators.matrices import Marginals, Prefix
+from ektelo_ng.operators import partition
+from ektelo_ng.operators.partition import Partition
+from ektelo_ng.operators.workload import RandomRange
 
 
 def test_labels_are_canonical_and_validated():

@@ -13,10 +13,10 @@ from scipy import stats
 from scipy.special import softmax
 
 import ektelo_ng as ek
-from operators.matrices import Prefix
-from kernel.mechanisms import SPLIT_SENSITIVITY, split_scores
-from operators.client import InvalidRequestError
-from plans.php import php
+from ektelo_ng.operators.matrices import Prefix
+from ektelo_ng.kernel.mechanisms import SPLIT_SENSITIVITY, split_scores
+from ektelo_ng.operators.client import InvalidRequestError
+from ektelo_ng.plans.php import php
 
 vectors = st.integers(2, 30).flatmap(lambda n: st.lists(st.integers(0, 9), min_size=n, max_size=n))
 
@@ -105,7 +105,7 @@ def test_php_spends_its_budget_and_finds_the_steps():
 
 
 def test_php_stops_splitting_beyond_2001_intervals_left_to_right_as_dpbench(monkeypatch):
-    import plans.php as module
+    import ektelo_ng.plans.php as module
 
     x = np.arange(4096)  # a ramp: at this budget the splits are close to the middle, as the scores favour
     s = _session(x, ek.PureDP(4000))
@@ -123,7 +123,7 @@ def test_php_stops_splitting_beyond_2001_intervals_left_to_right_as_dpbench(monk
 
 
 def test_php_bisects_int_log2_n_minus_1_times_as_dpbench_and_php_plus_ceil_log2_n_over_2():
-    from plans.php import php_plus
+    from ektelo_ng.plans.php import php_plus
 
     x = np.repeat(np.arange(100) % 7, 3)
     for plan, rounds in ((php, 7), (php_plus, 5)):  # 300 cells: int(log2 300) - 1 = 7, ceil(8.23 / 2) = 5

@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 
 import ektelo_ng as ek
-from operators.matrices import Prefix
-from operators import workload as wl
-from operators.error import expected_error
-from operators.selection import hdmm
-from operators.selection import classic
-from plans import grids, static
-from plans import catalog, info
-from plans.hdmm import hdmm as hdmm_plan
+from ektelo_ng.operators.matrices import Prefix
+from ektelo_ng.operators import workload as wl
+from ektelo_ng.operators.error import expected_error
+from ektelo_ng.operators.selection import hdmm
+from ektelo_ng.operators.selection import classic
+from ektelo_ng.plans import grids, static
+from ektelo_ng.plans import catalog, info
+from ektelo_ng.plans.hdmm import hdmm as hdmm_plan
 
 RUNS = 1000
 

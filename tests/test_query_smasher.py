@@ -17,12 +17,12 @@ import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernel.domain import Domain
-from kernel.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
-from operators.matrices import Prefix
-from operators import algebra
-from operators.residual import cell_covariance, dense_marginal
-from operators.selection.query_smasher import (
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
+from ektelo_ng.operators.matrices import Prefix
+from ektelo_ng.operators import algebra
+from ektelo_ng.operators.residual import cell_covariance, dense_marginal
+from ektelo_ng.operators.selection.query_smasher import (
     QueryReconstruction,
     abs_queries,
     affine_queries,
@@ -30,12 +30,12 @@ from operators.selection.query_smasher import (
     query_class_workload,
     query_smasher,
 )
-from operators.selection.query_smasher.decompose import GramStore, as_entry, decompose, reduce_gram, subqueries
-from operators.selection.query_smasher.exact import solve_exact
-from operators.selection.query_smasher.select import _dense_gram
-from operators.selection.query_smasher.solutions import KronSolution
-from operators.selection.query_smasher.wff import FourierSolution, fourier_weights
-from operators.selection.residual_planner import residual_planner
+from ektelo_ng.operators.selection.query_smasher.decompose import GramStore, as_entry, decompose, reduce_gram, subqueries
+from ektelo_ng.operators.selection.query_smasher.exact import solve_exact
+from ektelo_ng.operators.selection.query_smasher.select import _dense_gram
+from ektelo_ng.operators.selection.query_smasher.solutions import KronSolution
+from ektelo_ng.operators.selection.query_smasher.wff import FourierSolution, fourier_weights
+from ektelo_ng.operators.selection.residual_planner import residual_planner
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,14 +12,14 @@ from hypothesis import given, settings, strategies as st
 from scipy import stats
 
 import ektelo_ng as ek
-from kernel.matrix import Dense, Identity, Kronecker
-from operators.matrices import Prefix
-from operators.client import Handle
-from operators.residual import dense_marginal
-from operators.selection.query_smasher import QueryReconstruction, affine_queries, query_smasher as select
-from plans import catalog, info
-from operators.selection.query_smasher.hosts import host_matrix, measured_hosts
-from plans.query_smasher import query_smasher
+from ektelo_ng.kernel.matrix import Dense, Identity, Kronecker
+from ektelo_ng.operators.matrices import Prefix
+from ektelo_ng.operators.client import Handle
+from ektelo_ng.operators.residual import dense_marginal
+from ektelo_ng.operators.selection.query_smasher import QueryReconstruction, affine_queries, query_smasher as select
+from ektelo_ng.plans import catalog, info
+from ektelo_ng.operators.selection.query_smasher.hosts import host_matrix, measured_hosts
+from ektelo_ng.plans.query_smasher import query_smasher
 
 SIZES = {"a": 2, "b": 3, "c": 4}
 #: a 2-way prefix, a 2-way affine with its attributes out of domain order, a 1-way marginal

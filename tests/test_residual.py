@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from kernel.domain import Domain
-from operators.residual import (
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.operators.residual import (
     ResidualReconstruction,
     SubsetFamily,
     apply_sub,
@@ -333,7 +333,7 @@ def test_simulated_noise_matches_predicted_variance():
 @pytest.mark.parametrize("entries", [1, 13, 1 << 18])
 def test_reconstruction_in_small_batches_is_exact(entries, monkeypatch):
     """Marginals reconstructed a few (or one) at a time, reusing the scratch space, equal the truth."""
-    import operators.residual as residual
+    import ektelo_ng.operators.residual as residual
 
     monkeypatch.setattr(residual, "_BATCH_ENTRIES", entries)
     rng = np.random.default_rng(8)

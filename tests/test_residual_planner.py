@@ -10,8 +10,8 @@ import pytest
 import scipy.linalg
 import scipy.optimize
 
-from kernel.domain import Domain
-from operators.residual import (
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.operators.residual import (
     ResidualReconstruction,
     SubsetFamily,
     dense_marginal,
@@ -19,7 +19,7 @@ from operators.residual import (
     dense_residual_noise,
     residual_answers,
 )
-from operators.selection.residual_planner import (
+from ektelo_ng.operators.selection.residual_planner import (
     ResidualProblem,
     as_pcost,
     residual_planner,
@@ -253,7 +253,7 @@ def test_max_solver_with_weights_over_many_orders_of_magnitude():
 
 
 def test_raise_to_bounds_stays_feasible_and_improves():
-    from operators.selection.residual_planner import _raise_to_bounds
+    from ektelo_ng.operators.selection.residual_planner import _raise_to_bounds
 
     rng = np.random.default_rng(7)
     problem = ResidualProblem(Domain.from_sizes([3, 4, 5, 6]), upto(4, 2))
@@ -377,7 +377,7 @@ def test_strategy_figures_and_scaling():
 
 
 def test_budget_conversions():
-    from kernel.privacy import ZCDP, PureDP
+    from ektelo_ng.kernel.privacy import ZCDP, PureDP
 
     assert as_pcost(0.3) == 0.3
     assert as_pcost(ZCDP(0.25)) == pytest.approx(0.5)

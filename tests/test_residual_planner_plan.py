@@ -8,10 +8,10 @@ import pytest
 from scipy import stats
 
 import ektelo_ng as ek
-from operators.residual import sub_matrix
-from operators.selection import residual_planner as select
-from operators.selection.residual_hosts import unwhiten, whitened_residual
-from plans.residual_planner import residual_planner
+from ektelo_ng.operators.residual import sub_matrix
+from ektelo_ng.operators.selection import residual_planner as select
+from ektelo_ng.operators.selection.residual_hosts import unwhiten, whitened_residual
+from ektelo_ng.plans.residual_planner import residual_planner
 
 SIZES = {"a": 2, "b": 3, "c": 4}
 WORKLOAD = [(0, 1), (1, 2), (0,)]
@@ -80,8 +80,8 @@ def test_zcdp_is_required():
 # ------------------------------------------------------------------ shared counting: hosts
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from operators.residual import SubsetFamily  # noqa: E402
-from operators.selection.residual_hosts import host_matrix, maximal_sets, plan_hosts  # noqa: E402
+from ektelo_ng.operators.residual import SubsetFamily  # noqa: E402
+from ektelo_ng.operators.selection.residual_hosts import host_matrix, maximal_sets, plan_hosts  # noqa: E402
 
 
 def _brute_maximal(sets):
@@ -160,7 +160,7 @@ def test_shared_hosts_give_the_predicted_variance_and_fewer_scans():
 from fractions import Fraction  # noqa: E402
 from functools import reduce  # noqa: E402
 
-import operators.selection.residual_hosts as planner  # noqa: E402
+import ektelo_ng.operators.selection.residual_hosts as planner  # noqa: E402
 
 
 def test_hosts_with_one_pattern_share_one_matrix():

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kernel.matrix import AllRange, Dense, Diagonal, Identity, Kronecker, Ones, Product, Transpose, VStack
-from kernel.matrix.rounding import LIMIT, evaluation
-from kernel.mechanisms import MatrixFacts
-from operators.matrices import Prefix
+from ektelo_ng.kernel.matrix import AllRange, Dense, Diagonal, Identity, Kronecker, Ones, Product, Transpose, VStack
+from ektelo_ng.kernel.matrix.rounding import LIMIT, evaluation
+from ektelo_ng.kernel.mechanisms import MatrixFacts
+from ektelo_ng.operators.matrices import Prefix
 
 C53 = 2.0**53
 

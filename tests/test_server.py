@@ -16,8 +16,8 @@ import pytest
 
 import ektelo_ng as ek
 from ektelo_ng.cli import main
-from gateway.owner import ServiceDirectory, init_service
-from operators.privacy import zcdp_to_approx_dp
+from ektelo_ng.gateway.owner import ServiceDirectory, init_service
+from ektelo_ng.operators.privacy import zcdp_to_approx_dp
 from tests.served import cli, start_server, write_table
 
 ANALYSTS = {"ann": "1/4", "ben": "1/4", "cat": "1/8", "dan": "3/8"}
@@ -78,7 +78,7 @@ def test_eight_analyst_processes_racing_never_overspend_a_share(deployment):
 _ADDER = """
 import sys
 from fractions import Fraction
-from gateway.owner import ServiceDirectory, init_service
+from ektelo_ng.gateway.owner import ServiceDirectory, init_service
 try:
     ServiceDirectory(__import__("pathlib").Path(sys.argv[1])).add_analyst(sys.argv[2], Fraction(1, 3))
     print("added")
@@ -165,9 +165,9 @@ def test_serving_beyond_loopback_without_tls_is_refused(deployment):
 
 _NOSY_PLAN = """
 import gc
-from kernel.service import Kernel
-from kernel.table import TableBackend
-from kernel.matrix import Identity
+from ektelo_ng.kernel.service import Kernel
+from ektelo_ng.kernel.table import TableBackend
+from ektelo_ng.kernel.matrix import Identity
 
 
 def plan(source, workload, budget):

@@ -24,13 +24,13 @@ import pytest
 
 from ektelo_ng.commands.kernel_command import read_domain
 from ektelo_ng.session import open_table
-from gateway.audit import AuditLog, read_audit
-from gateway.credentials import Credential
-from gateway.gatekeeper import Gatekeeper, Rate
-from gateway.owner import ServiceDirectory, init_service
-from gateway.server import ServerLimits, make_server
-from kernel.privacy import PureDP
-from gateway.wire import read_frame, write_frame
+from ektelo_ng.gateway.audit import AuditLog, read_audit
+from ektelo_ng.gateway.credentials import Credential
+from ektelo_ng.gateway.gatekeeper import Gatekeeper, Rate
+from ektelo_ng.gateway.owner import ServiceDirectory, init_service
+from ektelo_ng.gateway.server import ServerLimits, make_server
+from ektelo_ng.kernel.privacy import PureDP
+from ektelo_ng.gateway.wire import read_frame, write_frame
 from tests.served import Raw, write_table
 
 pytest.importorskip("cryptography")

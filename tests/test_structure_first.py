@@ -13,10 +13,10 @@ from scipy import stats
 from scipy.special import softmax
 
 import ektelo_ng as ek
-from operators.matrices import Prefix
-from kernel.mechanisms import bucket_costs, interval_sse
-from operators.client import InvalidRequestError
-from plans.structure_first import bucket_trees, structure_epsilon, structure_first, structure_first_plus
+from ektelo_ng.operators.matrices import Prefix
+from ektelo_ng.kernel.mechanisms import bucket_costs, interval_sse
+from ektelo_ng.operators.client import InvalidRequestError
+from ektelo_ng.plans.structure_first import bucket_trees, structure_epsilon, structure_first, structure_first_plus
 
 BOUND = 6
 vectors = st.integers(2, 7).flatmap(lambda n: st.lists(st.integers(0, BOUND), min_size=n, max_size=n))

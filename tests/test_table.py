@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernel.domain import Domain
-from kernel.predicate import And, Between, Compare, In, Not, Or, Predicate, validate_predicate
-from operators.predicates import attr
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.predicate import And, Between, Compare, In, Not, Or, Predicate, validate_predicate
+from ektelo_ng.operators.predicates import attr
 from ektelo_ng.session import open_table
-from kernel.table import load_table
+from ektelo_ng.kernel.table import load_table
 from pydantic import TypeAdapter
 
 PredicateAdapter = TypeAdapter(Predicate)  # how a predicate travels in a request

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernel.domain import Domain
-from operators import workload as wl
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.operators import workload as wl
 
 
 def test_random_range_1d_is_reproducible_and_in_bounds():

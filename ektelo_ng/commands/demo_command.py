@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from ektelo_ng.session import protect
-from kernel.domain import Domain
-from kernel.privacy import PureDP
-from operators.workload import Prefix
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.privacy import PureDP
+from ektelo_ng.operators.workload import Prefix
 from ektelo_ng.dpbench.plots import pyplot
-from kernel.matrix import Dense
-from operators import algebra
-from plans import info
+from ektelo_ng.kernel.matrix import Dense
+from ektelo_ng.operators import algebra
+from ektelo_ng.plans import info
 
 #: CDF queries sampled for the coverage column and the figure.
 SAMPLED = 32

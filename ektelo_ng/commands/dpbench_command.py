@@ -18,7 +18,7 @@ from ektelo_ng.dpbench.grid import QUICK, Grid, parse_domain
 from ektelo_ng.dpbench.metrics import METRICS
 from ektelo_ng.dpbench.runner import run_grid
 from ektelo_ng.dpbench.workloads import WORKLOADS
-from plans import info
+from ektelo_ng.plans import info
 
 DEFAULT_SCALES = ("1e3", "1e4", "1e5", "1e6", "1e7")
 GROUPS = {"all-1d": lambda: data.datasets(1, builtin=False), "all-2d": lambda: data.datasets(2, builtin=False),

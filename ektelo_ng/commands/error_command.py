@@ -7,9 +7,9 @@ import json
 import math
 
 from ektelo_ng.workload_spec import HELP, parse_workload
-from kernel.matrix import Identity, Matrix
-from operators.matrices import Haar, Hierarchical
-from operators.error import rmse, svd_bound
+from ektelo_ng.kernel.matrix import Identity, Matrix
+from ektelo_ng.operators.matrices import Haar, Hierarchical
+from ektelo_ng.operators.error import rmse, svd_bound
 
 
 def register(subcommands) -> None:

@@ -9,15 +9,15 @@ from datetime import datetime
 from pathlib import Path
 
 from ektelo_ng.session import BACKENDS, open_table
-from gateway.audit import AuditLog, read_audit
-from gateway.gatekeeper import Gatekeeper, Rate
-from gateway.owner import ServiceDirectory, init_service
-from gateway.server import ServerLimits, make_server
-from kernel.domain import Domain
-from kernel.limits import Limits
-from kernel.privacy import PureDP, ZCDP
-from kernel.service import MAX_ROWS
-from operators.privacy import zcdp_to_approx_dp
+from ektelo_ng.gateway.audit import AuditLog, read_audit
+from ektelo_ng.gateway.gatekeeper import Gatekeeper, Rate
+from ektelo_ng.gateway.owner import ServiceDirectory, init_service
+from ektelo_ng.gateway.server import ServerLimits, make_server
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.limits import Limits
+from ektelo_ng.kernel.privacy import PureDP, ZCDP
+from ektelo_ng.kernel.service import MAX_ROWS
+from ektelo_ng.operators.privacy import zcdp_to_approx_dp
 
 DELTA = 1e-9
 

@@ -16,9 +16,9 @@ import numpy as np
 
 from ektelo_ng.commands.kernel_command import parse_budget, read_domain
 from ektelo_ng.session import connect, kernel_process, protect
-from kernel.privacy import PureDP, ZCDP
-from operators.client import Session
-from operators.estimate import Estimate, VectorEstimate
+from ektelo_ng.kernel.privacy import PureDP, ZCDP
+from ektelo_ng.operators.client import Session
+from ektelo_ng.operators.estimate import Estimate, VectorEstimate
 from ektelo_ng.workload_spec import HELP, parse_workload
 
 

@@ -9,10 +9,10 @@ import time
 from collections import defaultdict
 
 from ektelo_ng.workload_spec import HELP, parse_workload
-from kernel.domain import Domain
-from operators.selection.hdmm import hdmm
-from operators.selection.query_smasher import query_class_workload, query_smasher
-from operators.selection.residual_planner import residual_planner
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.operators.selection.hdmm import hdmm
+from ektelo_ng.operators.selection.query_smasher import query_class_workload, query_smasher
+from ektelo_ng.operators.selection.residual_planner import residual_planner
 
 
 def register(subcommands) -> None:
@@ -103,7 +103,7 @@ def parse_budget(text: str):
     if set(fields) == {"pcost"}:
         return float(fields["pcost"])
     if set(fields) == {"rho"}:
-        from kernel.privacy import ZCDP
+        from ektelo_ng.kernel.privacy import ZCDP
 
         return ZCDP(fields["rho"])
     if set(fields) == {"eps", "delta"}:

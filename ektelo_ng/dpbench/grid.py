@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 from ektelo_ng.dpbench import data, workloads
-from plans import info
+from ektelo_ng.plans import info
 
 #: Settings of the grid that ``--quick`` runs: built-in data, small enough for a minute or two.
 QUICK = dict(

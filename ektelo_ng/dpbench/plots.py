@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ektelo_ng.dpbench.report import Cell, Standing
-from plans import info
+from ektelo_ng.plans import info
 
 
 def pyplot():

@@ -29,11 +29,11 @@ from ektelo_ng.dpbench import data, workloads
 from ektelo_ng.dpbench.grid import Grid, Setting
 from ektelo_ng.dpbench.metrics import METRICS, scaled_errors
 from ektelo_ng.session import protect
-from kernel.domain import Domain
-from kernel.privacy import PureDP
-from kernel.table import load_table
-from operators.selection import memo
-from plans import info
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.privacy import PureDP
+from ektelo_ng.kernel.table import load_table
+from ektelo_ng.operators.selection import memo
+from ektelo_ng.plans import info
 
 COLUMNS = (
     "algorithm", "dataset", "scale", "domain", "epsilon", "trial", "seed", *METRICS, "seconds",

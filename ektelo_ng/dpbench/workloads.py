@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from kernel.matrix import Matrix
-from operators.workload import AllRange, Identity, Kronecker, Prefix, RandomRange
+from ektelo_ng.kernel.matrix import Matrix
+from ektelo_ng.operators.workload import AllRange, Identity, Kronecker, Prefix, RandomRange
 
 #: DPBench's random range workload size.
 RANDOM_RANGE_QUERIES = 2000

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kernel.backends import check_outside, fill, require, source_format
-from kernel.domain import Attribute, Domain
-from kernel.predicate import _OPS, And, Between, Compare, In, Not, Or, leaf_codes
-from kernel.table import TableBackend, check_columns
+from ektelo_ng.kernel.backends import check_outside, fill, require, source_format
+from ektelo_ng.kernel.domain import Attribute, Domain
+from ektelo_ng.kernel.predicate import _OPS, And, Between, Compare, In, Not, Or, leaf_codes
+from ektelo_ng.kernel.table import TableBackend, check_columns
 
 
 def _code_column(attribute: Attribute, dtype, F, T):

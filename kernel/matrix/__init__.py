@@ -1,12 +1,12 @@
 """Implicit matrices with products and column norms, rebuilt from specs: the kernel computes sensitivities with
 them, so they are audited. Client-only classes, algebra and ``to_spec`` are in ``operators``."""
 
-from kernel.matrix.base import Matrix, Norm, Product, Transpose, Weighted
-from kernel.matrix.blocks import AllRange, Diagonal, Fourier, Identity, Intervals, Ones, Total
-from kernel.matrix.compose import HStack, Kronecker, VStack
-from kernel.matrix.dense import Dense, Sparse
-from kernel.matrix.ranges import Ranges
-from kernel.matrix.spec import MatrixSpec, MatrixSpecAdapter, from_spec
+from ektelo_ng.kernel.matrix.base import Matrix, Norm, Product, Transpose, Weighted
+from ektelo_ng.kernel.matrix.blocks import AllRange, Diagonal, Fourier, Identity, Intervals, Ones, Total
+from ektelo_ng.kernel.matrix.compose import HStack, Kronecker, VStack
+from ektelo_ng.kernel.matrix.dense import Dense, Sparse
+from ektelo_ng.kernel.matrix.ranges import Ranges
+from ektelo_ng.kernel.matrix.spec import MatrixSpec, MatrixSpecAdapter, from_spec
 
 __all__ = [
     "AllRange", "Dense", "Diagonal", "Fourier", "HStack", "Identity", "Intervals", "Kronecker", "Matrix", "MatrixSpec",

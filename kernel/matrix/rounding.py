@@ -19,11 +19,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from kernel.matrix.base import Matrix, Product, Transpose, Weighted
-from kernel.matrix.blocks import Diagonal, Fourier, Identity, Intervals, Ones
-from kernel.matrix.compose import SMALL_FACTOR_ENTRIES, HStack, Kronecker, VStack
-from kernel.matrix.dense import Dense, Sparse
-from kernel.matrix.ranges import Ranges
+from ektelo_ng.kernel.matrix.base import Matrix, Product, Transpose, Weighted
+from ektelo_ng.kernel.matrix.blocks import Diagonal, Fourier, Identity, Intervals, Ones
+from ektelo_ng.kernel.matrix.compose import SMALL_FACTOR_ENTRIES, HStack, Kronecker, VStack
+from ektelo_ng.kernel.matrix.dense import Dense, Sparse
+from ektelo_ng.kernel.matrix.ranges import Ranges
 
 UNIT = 2.0**-53
 EXACT = 2.0**53

@@ -21,8 +21,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import TypeVar
 
-from kernel.matrix import Matrix
-from operators.specs import to_spec
+from ektelo_ng.kernel.matrix import Matrix
+from ektelo_ng.operators.specs import to_spec
 
 MAX_ENTRIES = 32
 

@@ -39,14 +39,14 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from kernel.domain import Domain
-from operators import privacy
-from operators import measure
-from operators.domains import DomainLike, as_domain
-from operators.linalg import preconditioned_cg
-from operators.marginal_estimate import MarginalEstimate
-from operators.measurement import Measurement
-from operators.residual import (
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.operators import privacy
+from ektelo_ng.operators import measure
+from ektelo_ng.operators.domains import DomainLike, as_domain
+from ektelo_ng.operators.linalg import preconditioned_cg
+from ektelo_ng.operators.marginal_estimate import MarginalEstimate
+from ektelo_ng.operators.measurement import Measurement
+from ektelo_ng.operators.residual import (
     ResidualReconstruction,
     Subset,
     SubsetFamily,
@@ -55,8 +55,8 @@ from operators.residual import (
     cell_variance,
     normalize_subset,
 )
-from operators.selection import residual_hosts as hosting
-from operators.selection.strategy import Strategy
+from ektelo_ng.operators.selection import residual_hosts as hosting
+from ektelo_ng.operators.selection.strategy import Strategy
 
 LossFunction = Callable[[np.ndarray], tuple[float, np.ndarray]]
 Loss = Union[Literal["sum", "max"], LossFunction]

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kernel.matrix import Intervals, Matrix
-from operators.selection.hdmm.gram import Gram, Term
-from operators.selection.hdmm.opt0 import factor_error, row_errors
-from operators.selection.strategy import Noise
-from operators.specs import to_spec
+from ektelo_ng.kernel.matrix import Intervals, Matrix
+from ektelo_ng.operators.selection.hdmm.gram import Gram, Term
+from ektelo_ng.operators.selection.hdmm.opt0 import factor_error, row_errors
+from ektelo_ng.operators.selection.strategy import Noise
+from ektelo_ng.operators.specs import to_spec
 
 
 def _is_row_interval(block: Matrix) -> bool:

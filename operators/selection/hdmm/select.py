@@ -9,18 +9,18 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from kernel.matrix import Identity, Matrix
-from operators.selection.hdmm import marginals as marg
-from operators.selection.hdmm.gram import product_terms
-from operators.selection.hdmm.kron import opt_0, opt_kron, opt_plus
-from operators.selection.hdmm.strategies import (
+from ektelo_ng.kernel.matrix import Identity, Matrix
+from ektelo_ng.operators.selection.hdmm import marginals as marg
+from ektelo_ng.operators.selection.hdmm.gram import product_terms
+from ektelo_ng.operators.selection.hdmm.kron import opt_0, opt_kron, opt_plus
+from ektelo_ng.operators.selection.hdmm.strategies import (
     MAX_LATTICE_ATTRIBUTES,
     HDMMStrategy,
     KroneckerStrategy,
     MarginalStrategy,
     noise_constant,
 )
-from operators.selection.strategy import Noise
+from ektelo_ng.operators.selection.strategy import Noise
 
 #: OPT_HDMM also runs OPT_0 on the whole (flattened) domain up to this many cells.
 OPT0_MAX_CELLS = 1024

@@ -26,18 +26,18 @@ from typing import Literal
 
 import numpy as np
 
-from kernel.matrix.threads import single_threaded_blas
+from ektelo_ng.kernel.matrix.threads import single_threaded_blas
 
-from operators.residual import residual_pcost
-from operators.selection.query_smasher.decompose import GramStore, Parts, Subset, Subworkload, canonical_key
-from operators.selection.query_smasher.exact import solve_exact
-from operators.selection.query_smasher.solutions import (
+from ektelo_ng.operators.residual import residual_pcost
+from ektelo_ng.operators.selection.query_smasher.decompose import GramStore, Parts, Subset, Subworkload, canonical_key
+from ektelo_ng.operators.selection.query_smasher.exact import solve_exact
+from ektelo_ng.operators.selection.query_smasher.solutions import (
     DenseSolution,
     KronSolution,
     SubSolution,
     centered_basis_solution,
 )
-from operators.selection.query_smasher.wff import FourierSolution, fourier_weights
+from ektelo_ng.operators.selection.query_smasher.wff import FourierSolution, fourier_weights
 
 Solver = Literal["exact", "wff", "residual"]
 
