@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from ektelo_ng import commands
+from ektelo_ng.operators.client import KernelError
 
 
 def _version() -> str:
@@ -41,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return int(args.run(args) or 0)
-    except (ValueError, OSError, KeyError, ImportError) as error:
+    except (KernelError, ValueError, OSError, KeyError, ImportError) as error:  # one line: what, why, what to do
         print(f"ektelo-ng {args.command}: error: {error.args[0] if isinstance(error, KeyError) else error}",
               file=sys.stderr)
         return 2

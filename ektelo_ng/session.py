@@ -119,9 +119,10 @@ def kernel_process(table: str | Path, domain: str | Path, budget: PureDP | ZCDP,
 
 
 def read_columns(table, domain: Domain) -> dict[str, np.ndarray]:
-    """A table as columns: a dict of columns, a structured or 2-D array, a pandas DataFrame or a CSV path."""
+    """A table as columns: a dict of columns, a structured or 2-D array, a pandas DataFrame, or a CSV or Parquet
+    path (.parquet, read with pyarrow or DuckDB, whichever is installed)."""
     if isinstance(table, (str, Path)):
-        return _read_csv(Path(table))
+        return _read_parquet(Path(table)) if Path(table).suffix.lower() == ".parquet" else _read_csv(Path(table))
     if isinstance(table, Mapping):
         return {str(k): np.asarray(v) for k, v in table.items()}
     if isinstance(table, np.ndarray):
@@ -133,6 +134,22 @@ def read_columns(table, domain: Domain) -> dict[str, np.ndarray]:
     if hasattr(table, "columns") and hasattr(table, "to_numpy"):  # a pandas DataFrame, without importing pandas
         return {str(c): table[c].to_numpy() for c in table.columns}
     raise TypeError(f"cannot read a table from {type(table).__name__}: give a dict of columns, an array, a DataFrame or a CSV path")
+
+
+def _read_parquet(path: Path) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        raise FileNotFoundError(f"table file {path} does not exist")
+    try:
+        import pyarrow.parquet
+    except ImportError:
+        try:
+            import duckdb
+        except ImportError:
+            raise ImportError(f"reading the Parquet file {path} needs pyarrow or duckdb: pip install -e '.[parquet]', "
+                              "or save the table as CSV") from None
+        return dict(duckdb.connect().execute("SELECT * FROM read_parquet(?)", [str(path)]).fetchnumpy())
+    table = pyarrow.parquet.read_table(path)
+    return {name: table.column(name).to_numpy() for name in table.column_names}
 
 
 def _read_csv(path: Path) -> dict[str, np.ndarray]:

@@ -338,7 +338,13 @@ def _connection(address: str, credential: Credential | None, timeout: float | No
     family, where = parse_address(address)
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.settimeout(timeout)
-    sock.connect(where)
+    try:
+        sock.connect(where)
+    except (FileNotFoundError, ConnectionRefusedError) as error:
+        sock.close()
+        raise ConnectionRefusedError(
+            f"no kernel is listening at {address} ({error.strerror or error}): start one with `ektelo-ng kernel serve "
+            "--dir DIR --table FILE --domain FILE`, or check the address in your credential") from None
     tune_socket(sock)
     if family != socket.AF_UNIX and credential is not None and credential.ca is not None:
         sock = ssl.create_default_context(cadata=credential.ca).wrap_socket(sock, server_hostname=where[0])

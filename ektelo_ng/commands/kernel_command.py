@@ -68,8 +68,8 @@ def register(subcommands) -> None:
         "ektelo_ng.connect(credential=FILE); their process never holds the data.",
     )
     serve.add_argument("--dir", type=Path, required=True, help="the service directory (from `kernel init`)")
-    serve.add_argument("--table", required=True, help="CSV file with a header row of attribute names; with --backend "
-                       "duckdb or spark also Parquet files (a file, glob or directory), with spark a table name")
+    serve.add_argument("--table", required=True, help="CSV file with a header row of attribute names, or a Parquet file; with --backend "
+                       "duckdb or spark also globs and directories of them, with spark a table name")
     serve.add_argument("--domain", required=True, type=Path,
                        help='JSON file: {"attribute": size or [labels...], ...} in attribute order')
     serve.add_argument("--backend", choices=BACKENDS, default="numpy",

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ektelo_ng.commands.kernel_command import parse_budget, read_domain
-from ektelo_ng.session import connect, kernel_process, protect
+from ektelo_ng.session import BACKENDS, connect, kernel_process, protect
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
 from ektelo_ng.operators.client import Session
 from ektelo_ng.operators.estimate import Estimate, VectorEstimate
@@ -35,7 +35,9 @@ def register(subcommands) -> None:
         ),
     )
     parser.add_argument("plan", type=Path, help="Python file defining plan(source, workload, budget)")
-    parser.add_argument("--table", type=Path, help="CSV table (with --domain)")
+    parser.add_argument("--table", type=Path, help="CSV or Parquet table (with --domain)")
+    parser.add_argument("--backend", choices=BACKENDS, default="numpy",
+                        help="who reads the table: numpy (into the kernel's memory, the default), duckdb or spark")
     parser.add_argument("--domain", type=Path, help='JSON domain: {"attribute": size or [labels], ...}')
     parser.add_argument("--connect", help="use a kernel served at HOST:PORT or unix:PATH instead of --table")
     parser.add_argument("--credential", type=Path, help="with --connect: your credential file from the data owner")
@@ -72,9 +74,10 @@ def run(args: argparse.Namespace) -> int:
     if not (args.table and args.domain):
         raise ValueError("give --table and --domain, or --connect ADDRESS with --credential FILE")
     if args.in_process:
-        return _report(args, plan, budget, protect(args.table, read_domain(args.domain), budget, seed=args.seed))
+        session = protect(args.table, read_domain(args.domain), budget, seed=args.seed, backend=args.backend)
+        return _report(args, plan, budget, session)
     seed = ["--seed", str(args.seed)] if args.seed is not None else []
-    with kernel_process(args.table, args.domain, budget, *seed) as session:
+    with kernel_process(args.table, args.domain, budget, *seed, "--backend", args.backend) as session:
         return _report(args, plan, budget, session)
 
 

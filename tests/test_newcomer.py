@@ -1,0 +1,75 @@
+"""A newcomer's first hour, run as a user would: the CLI as a subprocess on their own files. Failures end in one
+``error:`` line that says what, why and what to do, never in a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ektelo_ng as ek
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "ektelo_ng.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    ages = np.random.default_rng(0).integers(0, 16, 400)
+    (tmp_path / "t.csv").write_text("age\n" + "\n".join(map(str, ages)) + "\n")
+    (tmp_path / "d.json").write_text(json.dumps({"age": 16}))
+    (tmp_path / "hb.py").write_text(textwrap.dedent("""
+        import ektelo_ng as ek
+
+        def plan(source, workload, budget):
+            return ek.catalog["HB"](source, ek.workload.Prefix(16), budget)
+    """))
+    (tmp_path / "greedy.py").write_text(textwrap.dedent("""
+        import ektelo_ng as ek
+
+        def plan(source, workload, budget):
+            vector, _ = ek.measure.data_vector(source)
+            return [ek.measure.laplace(vector, ek.matrix.Identity(16), 1) for _ in range(3)]
+    """))
+    return tmp_path
+
+
+def one_error_line(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith("ektelo-ng") and "error:" in lines[0]
+    return lines[0]
+
+
+def test_a_parquet_table_goes_through_run_and_protect(folder):
+    duckdb = pytest.importorskip("duckdb")
+    duckdb.connect().execute(f"COPY (SELECT * FROM read_csv_auto('{folder / 't.csv'}')) TO '{folder / 't.parquet'}'")
+    done = cli("run", "hb.py", "--table", "t.parquet", "--domain", "d.json", "--budget", "epsilon=1", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    assert "16 answers" in done.stdout and "spent 1 of 1" in done.stdout
+    session = ek.protect(folder / "t.parquet", {"age": 16}, ek.PureDP(1))
+    assert session.source.vectorize().laplace(ek.matrix.Total(16), 1).values[0] == pytest.approx(400, abs=60)
+
+
+def test_budget_exhaustion_in_run_is_one_clean_line(folder):
+    done = cli("run", "greedy.py", "--table", "t.csv", "--domain", "d.json", "--budget", "epsilon=2", cwd=folder)
+    line = one_error_line(done)
+    assert "budget" in line and "remains" in line and "nothing was measured" in line
+
+
+def test_a_refused_connection_names_the_address_and_how_to_start_a_kernel(folder):
+    done = cli("run", "hb.py", "--connect", f"unix:{folder / 'nobody.sock'}", "--budget", "epsilon=1", cwd=folder)
+    line = one_error_line(done)
+    assert "nobody.sock" in line and "kernel serve" in line
