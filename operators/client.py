@@ -100,6 +100,10 @@ class NoisyAnswer:
         return 2 * self.scale**2 if self.noise == "laplace" else self.scale**2
 
 
+READABLE_DELTA = 1e-9
+"""The delta at which a zCDP budget is also shown as (epsilon, delta)-DP."""
+
+
 @dataclass(frozen=True)
 class BudgetView:
     total: PureDP | ZCDP
@@ -107,11 +111,23 @@ class BudgetView:
     remaining: PureDP | ZCDP
     per_source: dict[str, PureDP | ZCDP]
 
-    def approx_dp(self, delta: float) -> float:
-        """The (epsilon, delta)-DP epsilon of what was spent (pure DP: epsilon itself)."""
-        if isinstance(self.spent, PureDP):
-            return float(self.spent.epsilon)
-        return zcdp_to_approx_dp(self.spent, delta) if self.spent.rho > 0 else 0.0
+    def approx_dp(self, delta: float, amount: PureDP | ZCDP | None = None) -> float:
+        """The (epsilon, delta)-DP epsilon of what was spent, or of ``amount`` (pure DP: epsilon itself)."""
+        amount = self.spent if amount is None else amount
+        if isinstance(amount, PureDP):
+            return float(amount.epsilon)
+        return zcdp_to_approx_dp(amount, delta) if amount.rho > 0 else 0.0
+
+    def __str__(self) -> str:
+        """One readable line: what was spent of what, and under zCDP the (epsilon, delta) it amounts to."""
+        unit, spent, total = ("epsilon", self.spent.epsilon, self.total.epsilon) if isinstance(self.total, PureDP) \
+            else ("rho", self.spent.rho, self.total.rho)
+        line = f"spent {unit} = {float(spent):.4g} of {float(total):.4g} ({float(total - spent):.4g} left"
+        line += f", on {len(self.per_source)} sources)" if self.per_source else ")"
+        if isinstance(self.total, ZCDP):
+            line += (f"; as (epsilon, delta = {READABLE_DELTA:g})-DP: spent epsilon = "
+                     f"{self.approx_dp(READABLE_DELTA):.4g} of {self.approx_dp(READABLE_DELTA, self.total):.4g}")
+        return line
 
 
 _RATE_WAITS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0, 4.0, None)

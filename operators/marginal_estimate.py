@@ -29,7 +29,7 @@ class MarginalEstimate(Estimate):
 
     @abstractmethod
     def marginal(self, attributes) -> np.ndarray:
-        """The estimated marginal on ``attributes`` (a tensor, axes in domain order)."""
+        """The estimated marginal on ``attributes`` (a tensor, its axes in the order given)."""
 
     @abstractmethod
     def cell_covariance(self, subset: tuple[int, ...]) -> np.ndarray | None:

@@ -73,3 +73,23 @@ def test_a_refused_connection_names_the_address_and_how_to_start_a_kernel(folder
     done = cli("run", "hb.py", "--connect", f"unix:{folder / 'nobody.sock'}", "--budget", "epsilon=1", cwd=folder)
     line = one_error_line(done)
     assert "nobody.sock" in line and "kernel serve" in line
+
+
+def test_a_budget_reads_as_one_line_with_its_epsilon_delta():
+    session = ek.protect({"a": np.arange(20) % 4}, {"a": 4}, ek.ZCDP("1/2"), seed=0)
+    session.source.vectorize().gaussian(ek.matrix.Identity(4), rho="0.1234567")
+    text = str(session.budget)
+    assert text.startswith("spent rho = 0.1235 of 0.5 (0.3765 left") and "Fraction" not in text
+    assert f"spent epsilon = {session.budget.approx_dp(1e-9):.4g} of" in text and "delta = 1e-09" in text
+    pure = ek.protect({"a": np.arange(20) % 4}, {"a": 4}, ek.PureDP(1), seed=0)
+    pure.source.vectorize().laplace(ek.matrix.Identity(4), 1 / 3)
+    assert str(pure.budget).startswith("spent epsilon = 0.3333 of 1 (0.6667 left")
+
+
+def test_kernel_status_shows_the_ledger_to_the_data_owner(tmp_path):
+    assert cli("kernel", "init", "svc", "--budget", "rho=0.5", "--no-tls", cwd=tmp_path).returncode == 0
+    assert cli("kernel", "analysts", "add", "alice", "--budget", "rho=0.2", "--dir", "svc", cwd=tmp_path).returncode == 0
+    done = cli("kernel", "status", "--dir", "svc", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "rho 0.5 total, 0.2 given to analysts, 0 spent" in done.stdout and "alice" in done.stdout
+    assert json.loads(cli("kernel", "status", "--dir", "svc", "--json", cwd=tmp_path).stdout)["table"]["total"] == "1/2"

@@ -284,9 +284,11 @@ def test_reconstruction_exact_without_noise_and_input_checks():
         positions = sorted(domain.indices(a))
         expected = (dense_marginal(sizes, tuple(positions)) @ x).reshape([sizes[i] for i in positions])
         np.testing.assert_allclose(recon[a], expected, atol=1e-9)
-    assert recon.marginal(["b", "a"]).shape == (3, 1)
+    assert recon.marginal(["b", "a"]).shape == (1, 3)  # axes in the order asked for
+    np.testing.assert_array_equal(recon.marginal(["b", "a"]), recon.marginal(["a", "b"]).T)
+    np.testing.assert_array_equal(recon.marginal(("c", "a")), recon[("a", "c")].T)
     assert recon.marginal("c").shape == (4,)
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match=r"marginal on \('a', 'd'\) was not measured.*add it"):
         recon.marginal(("a", "d"))  # not in the closure
     partial = ResidualReconstruction(domain, family, {a: v for a, v in omegas.items() if a != (2,)})
     assert partial.marginal(("a",)).shape == (3,)

@@ -431,7 +431,7 @@ def test_noiseless_reconstruction_and_size_one_attributes():
         omegas[tuple(domain.names[i] for i in a)] = residual_answers(marginal, [domain.sizes[i] for i in a])
     recon = reconstruction(strategy, omegas)
     both = recon.marginal(("one", "a"))
-    assert both.shape == (3, 1)
+    assert both.shape == (1, 3)  # axes in the order asked for
     np.testing.assert_allclose(both.ravel(), dense_marginal(domain.sizes, (0,)) @ x)
     np.testing.assert_allclose(recon[("a", "c")].ravel(), dense_marginal(domain.sizes, (0, 2)) @ x)
     assert strategy.covariance(("a", "one")).shape == (3, 3)

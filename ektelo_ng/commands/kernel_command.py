@@ -17,9 +17,10 @@ from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.limits import Limits
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
 from ektelo_ng.kernel.service import MAX_ROWS
+from ektelo_ng.operators.client import READABLE_DELTA
 from ektelo_ng.operators.privacy import zcdp_to_approx_dp
 
-DELTA = 1e-9
+DELTA = READABLE_DELTA
 
 
 def register(subcommands) -> None:
@@ -53,13 +54,18 @@ def register(subcommands) -> None:
     show = which.add_parser("list", help="every analyst's share and spend (the owner's view)",
                             description="Show the total, every analyst's share, spend and status, and under zCDP the "
                             "(epsilon, delta) each amounts to.")
-    show.add_argument("--delta", type=float, default=DELTA, help=f"delta for zCDP conversions (default {DELTA:g})")
-    show.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    status = actions.add_parser("status", help="the ledger's state: the table's budget, what each analyst was given "
+                                "and spent", description="The data owner's view of a service's ledger (the same as "
+                                "`kernel analysts list`): the total, what is given to analysts and spent, each "
+                                "analyst's share, spend and status, and under zCDP the (epsilon, delta) they amount to.")
     revoke = which.add_parser("revoke", help="stop an analyst at once and free the unspent part of its share")
     revoke.add_argument("name")
-    for sub in (add, show, revoke):
+    for sub in (add, show, revoke, status):
         sub.add_argument("--dir", type=Path, required=True, help="the service directory (from `kernel init`)")
-        sub.set_defaults(run=run_analysts)
+        sub.set_defaults(run=run_analysts, which=sub.prog.split()[-1])
+    for sub in (show, status):
+        sub.add_argument("--delta", type=float, default=DELTA, help=f"delta for zCDP conversions (default {DELTA:g})")
+        sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     serve = actions.add_parser(
         "serve", help="load the table and answer analysts' requests",

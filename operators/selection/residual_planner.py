@@ -517,7 +517,7 @@ class ResidualPlannerEstimate(ResidualReconstruction, MarginalEstimate):
     """The strategy's reconstruction (Algorithm 2) with error bars at the noise actually applied.
 
     ``.marginal(A)`` / ``.marginals([...])``: any marginal of the workload's closure (names or
-    positions; tensors with one axis per attribute, domain order), all mutually consistent, unbiased,
+    positions; tensors with one axis per attribute, in the order given), all mutually consistent, unbiased,
     possibly negative. ``.variance(A)`` / ``.covariance(A)``: their per-cell variance / covariance.
     ``answer(W)`` / ``variances(W)`` / ``intervals(W, level)``: the Estimate interface (workload items as
     in ``operators.marginal_estimate``; default the plan's marginals). ``.noise_scales``: ``{A: s_A}`` as

@@ -238,7 +238,7 @@ class QueryReconstruction:
         return np.concatenate(out)
 
     def marginal(self, attributes: Iterable[str | int] | str | int) -> np.ndarray:
-        """The marginal on ``attributes`` (axes in domain order), if the plan determines it."""
+        """The marginal on ``attributes`` (axes in the order given), if the plan determines it."""
         subset = self._normalize(attributes)
         for sub, _ in _residual_subsets(self.strategy.domain, subset):
             if sub not in self._complete:
@@ -255,7 +255,7 @@ class QuerySmasherEstimate(QueryReconstruction, MarginalEstimate):
     ``answer()`` / ``variances()`` / ``intervals()``: every workload query in order (or item ``W``, an
     index; or marginal items as in ``operators.marginal_estimate``, answered from marginals the plan
     determines, without variances). ``.answers(i)`` / ``.variance(i)``: per item. ``.marginal(A)``: a
-    marginal the plan determines (axes in domain order). ``.noise_scales``: ``{A': sigma^2_A'}`` as
+    marginal the plan determines (axes in the order of A). ``.noise_scales``: ``{A': sigma^2_A'}`` as
     applied. ``.strategy``: the selected plan. ``.measurements``: one per host.
     """
 
