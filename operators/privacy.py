@@ -162,6 +162,20 @@ def zcdp_to_approx_dp(rho: ZCDP | Amount, delta: float) -> float:
     return eps
 
 
+def zcdp_for_approx_dp(epsilon: float, delta: float) -> ZCDP:
+    """The largest rho (to 12 digits, never above) whose rho-zCDP implies (epsilon, delta)-DP by the bound of
+    :func:`zcdp_to_approx_dp`: the zCDP budget a kernel can spend when the release must be (epsilon, delta)-DP."""
+    eps = _positive("epsilon", epsilon)
+    _probability("delta", delta)
+    if zcdp_to_approx_dp(1e-20, delta) > eps:
+        raise ValueError(f"no zCDP budget of at least 1e-20 is ({epsilon}, {delta})-DP: give a larger epsilon or delta")
+    rho = brentq(lambda r: zcdp_to_approx_dp(r, delta) - eps, 1e-20, eps, xtol=1e-20, rtol=1e-12)
+    while zcdp_to_approx_dp(rho, delta) > eps:
+        rho = math.nextafter(rho, 0.0)
+    readable = Fraction(rho).limit_denominator(10**12)
+    return ZCDP(readable if zcdp_to_approx_dp(float(readable), delta) <= eps else Fraction(rho))
+
+
 # ----------------------------------------------------------------------------- Gaussian mechanism
 
 

@@ -40,7 +40,7 @@ def test_error_command_reproduces_the_identity_column(capsys):
 
 def test_select_residual_planner_matches_the_paper(capsys):
     # notes: d = 5, n = 8, <= 3-way marginals: RMSE 3.156, max variance 15.643 (sum loss gives the RMSE)
-    assert main(["select", "residual-planner", "--domain", "8x8x8x8x8", "--marginals", "kway:3", "--json"]) == 0
+    assert main(["select", "residual-planner", "--domain", "8x8x8x8x8", "--marginals", "upto:3", "--json"]) == 0
     assert last_json(capsys)["rmse"] == pytest.approx(3.156, abs=1e-3)
     assert main(["select", "residual-planner", "--domain", "8x8x8x8x8", "--loss", "max", "--json"]) == 0
     assert last_json(capsys)["max_variance"] == pytest.approx(15.643, abs=1e-3)

@@ -93,3 +93,29 @@ def test_kernel_status_shows_the_ledger_to_the_data_owner(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "rho 0.5 total, 0.2 given to analysts, 0 spent" in done.stdout and "alice" in done.stdout
     assert json.loads(cli("kernel", "status", "--dir", "svc", "--json", cwd=tmp_path).stdout)["table"]["total"] == "1/2"
+
+
+@pytest.mark.parametrize("budget", ["epsilon=1", "eps=1", "rho=0.5", "epsilon=1,delta=1e-9", "pcost=1"])
+def test_every_command_reads_the_same_budget_and_domain_spellings(folder, budget):
+    run = cli("run", "HB", "--table", "t.csv", "--domain", "age=16", "--budget", budget, "--seed", "3",
+              "--in-process", cwd=folder)
+    assert run.returncode == 0, run.stderr
+    assert "16 answers" in run.stdout and "seeded with --seed 3" in run.stdout
+    init = cli("kernel", "init", f"svc-{budget.replace(',', '-')}", "--budget", budget, "--no-tls", cwd=folder)
+    assert init.returncode == 0, init.stderr
+    kind = "hdmm" if budget.startswith("eps") and "delta" not in budget else "residual-planner"
+    extra = ["--workload", "prefix:16"] if kind == "hdmm" else ["--domain", "age=16,sex=2", "--marginals", "age,sex;sex"]
+    chosen = cli("select", kind, *extra, "--budget", budget, "--json", cwd=folder)
+    assert chosen.returncode == 0, chosen.stderr
+    assert json.loads(chosen.stdout)["budget"] == budget
+
+
+def test_the_same_domain_file_or_sizes_work_in_select_and_a_bad_budget_says_what_is_accepted(folder):
+    by_file = cli("select", "residual-planner", "--domain", "d.json", "--marginals", "kway:1", "--json", cwd=folder)
+    by_sizes = cli("select", "residual-planner", "--domain", "16", "--marginals", "kway:1", "--json", cwd=folder)
+    assert json.loads(by_file.stdout)["rmse"] == json.loads(by_sizes.stdout)["rmse"]
+    line = one_error_line(cli("select", "residual-planner", "--budget", "sigma=1", cwd=folder))
+    assert "epsilon=E" in line and "rho=R" in line
+    line = one_error_line(cli("select", "residual-planner", "--domain", "age=4,sex=2", "--marginals", "age,zone",
+                              cwd=folder))
+    assert "zone" in line and "age, sex" in line

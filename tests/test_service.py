@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ektelo_ng.commands.kernel_command import read_domain
+from ektelo_ng.grammar import parse_domain
 from ektelo_ng.session import open_table
 from ektelo_ng.gateway.audit import AuditLog, read_audit
 from ektelo_ng.gateway.credentials import Credential
@@ -84,7 +84,7 @@ def running(folder: Path, transport: str, limits: ServerLimits = ServerLimits(),
     directory = init_service(where / "service", PureDP(2), hosts=["127.0.0.1"])
     credentials = {name: Credential.read(directory.add_analyst(name, Fraction(share)))
                    for name, share in [("alice", 1), ("bob", "1/2"), ("carol", "1/4")]}
-    gate = Gatekeeper(open_table(table, read_domain(domain)), directory.ledger(),
+    gate = Gatekeeper(open_table(table, parse_domain(domain)), directory.ledger(),
                       audit=AuditLog(audit or directory.audit_path), rate=rate)
     if transport == "unix":
         server, address = serving(gate, f"unix:{where / 'k.sock'}", limits=limits)

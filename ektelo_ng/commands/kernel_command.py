@@ -8,14 +8,14 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
 from ektelo_ng.session import BACKENDS, open_table
 from ektelo_ng.gateway.audit import AuditLog, read_audit
 from ektelo_ng.gateway.gatekeeper import Gatekeeper, Rate
 from ektelo_ng.gateway.owner import ServiceDirectory, init_service
 from ektelo_ng.gateway.server import ServerLimits, make_server
-from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.limits import Limits
-from ektelo_ng.kernel.privacy import PureDP, ZCDP
+from ektelo_ng.kernel.privacy import ZCDP
 from ektelo_ng.kernel.service import MAX_ROWS
 from ektelo_ng.operators.client import READABLE_DELTA
 from ektelo_ng.operators.privacy import zcdp_to_approx_dp
@@ -36,7 +36,7 @@ def register(subcommands) -> None:
                               description="Create DIR (mode 0700) with the table's budget ledger, a CA and server "
                               "certificate for TLS, and a folder for analysts' credentials.")
     init.add_argument("dir", type=Path, help="new directory for the service's state")
-    init.add_argument("--budget", required=True, help="the table's total budget: epsilon=VALUE or rho=VALUE")
+    init.add_argument("--budget", required=True, help=f"the table's total budget: {BUDGET_HELP}")
     init.add_argument("--host", action="append", help="a name or address analysts use to reach the server (repeat; "
                       "default localhost, 127.0.0.1, ::1 and this machine's name)")
     init.add_argument("--no-tls", action="store_true", help="no certificates (serve on a unix socket or loopback only)")
@@ -49,7 +49,7 @@ def register(subcommands) -> None:
                            description="Add an analyst with a share of the total (shares never exceed it together) "
                            "and write DIR/credentials/NAME.json (mode 0600) to hand to the analyst.")
     add.add_argument("name", help="the analyst's name: letters, digits, '_', '.', '-'")
-    add.add_argument("--budget", required=True, help="the analyst's share: epsilon=VALUE or rho=VALUE")
+    add.add_argument("--budget", required=True, help=f"the analyst's share, in the table's kind: {BUDGET_HELP}")
     add.add_argument("--address", help="HOST:PORT or unix:PATH written into the credential for ek.connect")
     show = which.add_parser("list", help="every analyst's share and spend (the owner's view)",
                             description="Show the total, every analyst's share, spend and status, and under zCDP the "
@@ -76,8 +76,7 @@ def register(subcommands) -> None:
     serve.add_argument("--dir", type=Path, required=True, help="the service directory (from `kernel init`)")
     serve.add_argument("--table", required=True, help="CSV file with a header row of attribute names, or a Parquet file; with --backend "
                        "duckdb or spark also globs and directories of them, with spark a table name")
-    serve.add_argument("--domain", required=True, type=Path,
-                       help='JSON file: {"attribute": size or [labels...], ...} in attribute order')
+    serve.add_argument("--domain", required=True, help=f"the table's domain: {DOMAIN_HELP}")
     serve.add_argument("--backend", choices=BACKENDS, default="numpy",
                        help="numpy: validate the rows into this process (default); duckdb or spark: the engine reads them")
     serve.add_argument("--spark-master", help="Spark master URL, e.g. spark://host:7077, yarn, local[4]")
@@ -112,20 +111,6 @@ def register(subcommands) -> None:
     audit.add_argument("--last", type=int, default=50, help="show the last N entries (default 50; 0 for all)")
     audit.add_argument("--json", action="store_true", help="print the entries as JSON lines")
     audit.set_defaults(run=run_audit)
-
-
-def parse_budget(text: str) -> PureDP | ZCDP:
-    name, sep, value = text.partition("=")
-    if not sep or name.strip() not in ("epsilon", "rho"):
-        raise ValueError(f"budget must be epsilon=VALUE or rho=VALUE, got {text!r}")
-    return PureDP(value.strip()) if name.strip() == "epsilon" else ZCDP(value.strip())
-
-
-def read_domain(path: Path) -> Domain:
-    spec = json.loads(path.read_text())
-    if not isinstance(spec, dict):
-        raise ValueError(f"{path}: the domain must be a JSON object of attribute sizes or label lists")
-    return Domain.model_validate(spec) if "attributes" in spec else Domain.from_dict(spec)
 
 
 def run_init(args: argparse.Namespace) -> int:
@@ -187,7 +172,7 @@ def run_serve(args: argparse.Namespace) -> int:
     directory = ServiceDirectory(args.dir)
     ledger = directory.ledger()
     options = {"master": args.spark_master} if args.backend == "spark" and args.spark_master else {}
-    table = open_table(args.table, read_domain(args.domain), args.backend, **options)
+    table = open_table(args.table, parse_domain(args.domain), args.backend, **options)
     audit = AuditLog(directory.audit_path)
     gate = Gatekeeper(table, ledger, audit=audit, rate=Rate(args.rate, max(1, int(2 * args.rate))), seed=args.seed,
                       max_rows=args.max_rows, limits=Limits(max_cells=args.max_cells, memory=args.memory,

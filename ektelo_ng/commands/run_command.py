@@ -14,9 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ektelo_ng.commands.kernel_command import parse_budget, read_domain
+from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
 from ektelo_ng.session import BACKENDS, connect, kernel_process, protect
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
+from ektelo_ng.kernel.matrix import Identity
 from ektelo_ng.operators.client import Session
 from ektelo_ng.operators.estimate import Estimate, VectorEstimate
 from ektelo_ng.workload_spec import HELP, parse_workload
@@ -34,16 +35,17 @@ def register(subcommands) -> None:
             "holds the data unless --in-process is given."
         ),
     )
-    parser.add_argument("plan", type=Path, help="Python file defining plan(source, workload, budget)")
+    parser.add_argument("plan", type=Path, help="Python file defining plan(source, workload, budget), or the name of a "
+                        "plan of the catalog (HB, DAWA, ...: ektelo-ng dpbench --help lists them)")
     parser.add_argument("--table", type=Path, help="CSV or Parquet table (with --domain)")
     parser.add_argument("--backend", choices=BACKENDS, default="numpy",
                         help="who reads the table: numpy (into the kernel's memory, the default), duckdb or spark")
-    parser.add_argument("--domain", type=Path, help='JSON domain: {"attribute": size or [labels], ...}')
+    parser.add_argument("--domain", help=f"the table's domain: {DOMAIN_HELP}")
     parser.add_argument("--connect", help="use a kernel served at HOST:PORT or unix:PATH instead of --table")
     parser.add_argument("--credential", type=Path, help="with --connect: your credential file from the data owner")
     parser.add_argument("--in-process", action="store_true",
                         help="load the table into this process (faster start; only for plans you trust)")
-    parser.add_argument("--budget", required=True, help="epsilon=VALUE (pure DP) or rho=VALUE (zCDP)")
+    parser.add_argument("--budget", required=True, help=BUDGET_HELP)
     parser.add_argument("--workload", help=f"optional {HELP}; default: the plan's own workload, or every cell")
     parser.add_argument("--level", type=float, default=0.95,
                         help="confidence level of the intervals (default 0.95)")
@@ -55,8 +57,14 @@ def register(subcommands) -> None:
 
 
 def load_plan(path: Path):
+    """A plan script's ``plan`` function, or a plan of the catalog by name (with its default parameters)."""
     if not path.is_file():
-        raise FileNotFoundError(f"plan file {path} does not exist")
+        from ektelo_ng.plans import catalog, info
+
+        if str(path) in catalog:
+            name = str(path)
+            return lambda source, workload, budget: catalog[name](source, workload, budget, **info[name].defaults)
+        raise FileNotFoundError(f"{path} is neither a plan file nor a plan of the catalog ({', '.join(catalog)})")
     spec = importlib.util.spec_from_file_location(f"ektelo_plan_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -74,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if not (args.table and args.domain):
         raise ValueError("give --table and --domain, or --connect ADDRESS with --credential FILE")
     if args.in_process:
-        session = protect(args.table, read_domain(args.domain), budget, seed=args.seed, backend=args.backend)
+        session = protect(args.table, parse_domain(args.domain), budget, seed=args.seed, backend=args.backend)
         return _report(args, plan, budget, session)
     seed = ["--seed", str(args.seed)] if args.seed is not None else []
     with kernel_process(args.table, args.domain, budget, *seed, "--backend", args.backend) as session:
@@ -83,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Session) -> int:
     workload = parse_workload(args.workload) if args.workload else None
+    if workload is None and not args.plan.is_file():  # a catalog plan answers a workload: every cell by default
+        workload = Identity(int(np.prod(session.source.domain.sizes)))
     estimate = plan(session.source, workload, budget)
     if not isinstance(estimate, Estimate):
         estimate = VectorEstimate(np.asarray(getattr(estimate, "x", estimate), dtype=float),
@@ -102,6 +112,9 @@ def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Sess
     if records:
         print(f"intervals: {records[0]['method']} at level {args.level}; {estimate.note}")
     print(f"budget: spent {float(status.spent.value):.6g} of {float(status.total.value):.6g} ({status.total.kind})")
+    if args.seed is not None:
+        print(f"noise: seeded with --seed {args.seed}: every answer is flagged as reproducible, not private against "
+              "anyone who knows the seed")
     print("lineage: " + " -> ".join(f"{d['op']}(x{d['stability']})" for d in report["lineage"]["derivations"]))
     if args.out:
         if args.out.suffix == ".csv":

@@ -1,0 +1,84 @@
+"""One command-line grammar for budgets, domains and marginals, shared by every ``ektelo-ng`` command."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from fractions import Fraction
+from pathlib import Path
+
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.privacy import PureDP, ZCDP
+from ektelo_ng.operators.privacy import zcdp_for_approx_dp
+
+BUDGET_HELP = ("epsilon=E (pure DP, Laplace noise), rho=R (zCDP, Gaussian noise), epsilon=E,delta=D (the zCDP "
+               "budget that is (E, D)-DP), or pcost=P (ResidualPlanner's unit: rho = P / 2); eps is short for epsilon")
+DOMAIN_HELP = ('a JSON file {"name": size or [labels], ...}, names and sizes such as age=100,sex=2, or bare sizes '
+               "such as 10x10x2 (attributes a0, a1, ...)")
+MARGINALS_HELP = ("kway:K (every marginal of exactly K attributes), upto:K (every marginal of at most K), or "
+                  "attribute sets by name or position separated by ';', such as age,sex;sex,zone")
+
+
+def parse_budget(text: str) -> PureDP | ZCDP:
+    """A budget in the shared grammar (:data:`BUDGET_HELP`)."""
+    fields: dict[str, str] = {}
+    for part in text.replace(" ", "").split(","):
+        name, sep, value = part.partition("=")
+        name = "epsilon" if name == "eps" else name
+        if not sep or name not in ("epsilon", "delta", "rho", "pcost") or name in fields:
+            raise ValueError(f"cannot read the budget {text!r}: give {BUDGET_HELP}")
+        fields[name] = value
+    match sorted(fields):
+        case ["epsilon"]:
+            return PureDP(fields["epsilon"])
+        case ["rho"]:
+            return ZCDP(fields["rho"])
+        case ["pcost"]:
+            return ZCDP(Fraction(fields["pcost"]) / 2)
+        case ["delta", "epsilon"]:
+            return zcdp_for_approx_dp(float(fields["epsilon"]), float(fields["delta"]))
+    raise ValueError(f"cannot read the budget {text!r}: give {BUDGET_HELP}")
+
+
+def show_budget(budget: PureDP | ZCDP) -> str:
+    """A budget as people read it: epsilon = 1, or rho = 0.5."""
+    return f"epsilon = {float(budget.epsilon):.6g}" if isinstance(budget, PureDP) else f"rho = {float(budget.rho):.6g}"
+
+
+def parse_domain(text: str | Path) -> Domain:
+    """A domain in the shared grammar (:data:`DOMAIN_HELP`)."""
+    text = str(text).strip()
+    if text.endswith(".json") or Path(text).is_file():
+        path = Path(text)
+        if not path.is_file():
+            raise FileNotFoundError(f"domain file {path} does not exist ({DOMAIN_HELP})")
+        spec = json.loads(path.read_text())
+        if not isinstance(spec, dict):
+            raise ValueError(f"{path}: the domain must be a JSON object of attribute sizes or label lists")
+        return Domain.model_validate(spec) if "attributes" in spec else Domain.from_dict(spec)
+    try:
+        if "=" in text:
+            return Domain.from_dict({name.strip(): int(size) for name, size in
+                                     (item.split("=", 1) for item in text.split(","))})
+        return Domain.from_sizes([int(size) for size in text.lower().split("x")])
+    except ValueError as error:
+        raise ValueError(f"cannot read the domain {text!r} ({error}); give {DOMAIN_HELP}") from None
+
+
+def parse_marginals(text: str, domain: Domain) -> list[tuple[int, ...]]:
+    """Marginals in the shared grammar (:data:`MARGINALS_HELP`), as sorted attribute positions."""
+    kind, _, k = text.strip().partition(":")
+    if kind in ("kway", "upto"):
+        if not (k.isdigit() and int(k) <= len(domain)):
+            raise ValueError(f"{kind}:K needs 0 <= K <= {len(domain)} (the domain's attributes), got {text!r}")
+        sizes = range(int(k) + 1) if kind == "upto" else [int(k)]
+        return [s for j in sizes for s in itertools.combinations(range(len(domain)), j)]
+    sets = []
+    for group in text.split(";"):
+        names = [a.strip() for a in group.split(",") if a.strip()]
+        try:
+            sets.append(tuple(sorted(domain.indices([int(a) if a.isdigit() else a for a in names]))))
+        except (KeyError, ValueError) as error:
+            raise ValueError(f"cannot read the marginal {group!r}: {error.args[0]}; give {MARGINALS_HELP} "
+                             f"(attributes: {', '.join(domain.names)})") from None
+    return sets
