@@ -167,11 +167,10 @@ def zcdp_for_approx_dp(epsilon: float, delta: float) -> ZCDP:
     :func:`zcdp_to_approx_dp`: the zCDP budget a kernel can spend when the release must be (epsilon, delta)-DP."""
     eps = _positive("epsilon", epsilon)
     _probability("delta", delta)
-    if zcdp_to_approx_dp(1e-20, delta) > eps:
-        raise ValueError(f"no zCDP budget of at least 1e-20 is ({epsilon}, {delta})-DP: give a larger epsilon or delta")
-    rho = brentq(lambda r: zcdp_to_approx_dp(r, delta) - eps, 1e-20, eps, xtol=1e-20, rtol=1e-12)
-    while zcdp_to_approx_dp(rho, delta) > eps:
-        rho = math.nextafter(rho, 0.0)
+    low = eps * eps / (400 * math.log(1 / delta))  # epsilon(low) < 2 sqrt(low log(1/delta)) + low < eps
+    rho = brentq(lambda r: zcdp_to_approx_dp(r, delta) - eps, low, eps, xtol=low * 1e-6, rtol=1e-12)
+    while zcdp_to_approx_dp(rho, delta) > eps:  # brentq's root may sit a hair above: step below it
+        rho *= 1 - 1e-12
     readable = Fraction(rho).limit_denominator(10**12)
     return ZCDP(readable if zcdp_to_approx_dp(float(readable), delta) <= eps else Fraction(rho))
 

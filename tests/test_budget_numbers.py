@@ -281,6 +281,16 @@ def test_a_split_budget_adds_up_exactly_and_each_part_is_on_the_grid(budget, wei
 def test_operators_use_only_public_kernel_names():
     tree = ast.parse(Path(privacy.__file__).read_text())
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                and (node.module or "").startswith("kernel") for alias in node.names]
+                and (node.module or "").startswith("ektelo_ng.kernel") for alias in node.names]
     assert imported and not [name for name in imported if name.startswith("_")]
     assert math.lcm(*range(1, 65)) * 2**120 * 10**EXPONENT_LIMIT == AMOUNT_GRID
+
+
+@pytest.mark.parametrize("epsilon, delta", [(1.0, 1e-9), (0.1, 1e-6), (8.0, 1e-5), (0.01, 1e-12)])
+def test_the_zcdp_budget_for_an_epsilon_delta_is_the_largest_that_converts_back_within_it(epsilon, delta):
+    from ektelo_ng.operators.privacy import zcdp_for_approx_dp, zcdp_to_approx_dp
+
+    rho = zcdp_for_approx_dp(epsilon, delta).rho
+    assert zcdp_to_approx_dp(rho, delta) <= epsilon
+    assert zcdp_to_approx_dp(float(rho) * (1 + 1e-9), delta) > epsilon * (1 - 1e-9)  # not much more would fit
+
