@@ -5,6 +5,7 @@
     python benchmarks/bench_dpbench.py grid_1d [OUT]     # 18 datasets x all 1-D plans x 1e3..1e7 x 5 trials
     python benchmarks/bench_dpbench.py grid_2d [OUT]     # 10 datasets x all 2-D plans x 1e3, 1e5, 1e7 x 1 trial
     python benchmarks/bench_dpbench.py fidelity [OUT]    # error relative to Identity: 5 datasets, 2 domains, 10 trials
+    python benchmarks/bench_dpbench.py efpa_equivalent   # EFPA at the budget DPBench's EFPA arithmetic amounts to
 
 One JSON object per case (per algorithm for the per-run cases). The per-run cases use the DPBench files
 (HEPTH, GOWALLA) from ../shared/dpbench when present, else the built-in SYN-STEPS / SYN-CLUSTERS-2D;
@@ -127,13 +128,47 @@ def fidelity(out: str | None) -> None:
         }), flush=True)
 
 
+def efpa_equivalent(trials: int = 4) -> None:
+    """EFPA run at eps sqrt(n / 2 + 1), the budget that DPBench's EFPA (noise calibrated to L2 sensitivity 1 on the
+    unnormalised FFT) amounts to, against Identity at eps: it lands near DPBench's published EFPA errors."""
+    data_dir = _data_dir()
+    if data_dir is None:
+        print(json.dumps({"name": "efpa_equivalent", "skipped": "the DPBench files are not at ../shared/dpbench"}))
+        return
+    import math
+    from fractions import Fraction
+
+    import ektelo_ng as ek
+    from ektelo_ng.dpbench.runner import sample_of
+    from operators.matrices import Prefix
+    from plans.efpa import efpa
+
+    for n in (256, 4096):
+        epsilon = Fraction(1, 10) * Fraction(math.sqrt(n / 2 + 1)).limit_denominator(1000)
+        noise = np.random.default_rng(n).laplace(0, 10, (1000, n))  # Identity at eps = 0.1: its mean Prefix error
+        identity = np.linalg.norm(np.cumsum(noise, axis=1), axis=1).mean()
+        for scale in SCALES:
+            start, ratios = time.perf_counter(), []
+            for dataset in FIDELITY_DATASETS:
+                ours = []
+                for trial in range(trials):
+                    x = sample_of(Setting(dataset, scale, (n,), trial, "Prefix", 0), data_dir).ravel().astype(int)
+                    session = ek.protect({"a": np.repeat(np.arange(n), x)}, {"a": n}, ek.PureDP(epsilon), seed=trial)
+                    ours.append(np.linalg.norm(np.cumsum(x - np.asarray(efpa(session.source, Prefix(n), epsilon)))))
+                ratios.append(np.mean(ours) / identity)
+            print(json.dumps({"name": f"efpa_equivalent/{n}/{scale}", "seconds": round(time.perf_counter() - start, 1),
+                              "epsilon": str(epsilon), "relative_to_identity_at_0.1": float(np.exp(np.mean(np.log(ratios))))}),
+                  flush=True)
+
+
 if __name__ == "__main__":
     extra = sys.argv[2] if len(sys.argv) > 2 else None
     cases = {"per_run_1d": lambda: per_run(1, tuple((extra or "").split(","))),
              "per_run_2d": lambda: per_run(2, tuple((extra or "").split(","))),
              "grid_1d": lambda: grid(1, extra),
              "grid_2d": lambda: grid(2, extra),
-             "fidelity": lambda: fidelity(extra)}
+             "fidelity": lambda: fidelity(extra),
+             "efpa_equivalent": efpa_equivalent}
     if len(sys.argv) < 2 or sys.argv[1] not in cases:
         sys.exit(f"usage: bench_dpbench.py {{{'|'.join(cases)}}} [SKIP for per_run_*, OUT for grid_*]")
     cases[sys.argv[1]]()

@@ -268,6 +268,29 @@ def test_exact_solver_closed_forms_and_kronecker_factorization():
     assert one_cell.loss == one_cell.lower == pytest.approx(2.5)
 
 
+def test_exact_solver_stays_off_the_singular_boundary_of_the_dual():
+    # Regression (found by hypothesis): a rank-2 Gram over 3 cells whose small eigendirection
+    # (1, -1, 0) is read only by cells 0 and 1. The first projected Newton step clips w_0 and w_1
+    # to exactly 0, where S(w) is singular; eigh then returns a round-off eigenvalue (~1e-46)
+    # instead of 0, the point was accepted, and the solver stalled there (the dual grows like
+    # sqrt(w_0) back into the interior, far below floating-point resolution of phi), returning
+    # V = X / max X_ii with X_00 ~ 1e21: an achieved loss of 2e21 against a certified 4.
+    items = [((0,), np.array([[2.0, 2.0, -1.0]])),
+             ((1, 0), np.array([[2.0, 0.0, -1.0, 0.0, 0.0, 2.0, 0.0, -1.0, 0.0, 1.0, 2.0, 1.0]]))]
+    exact = query_smasher([3, 4], items, weights=[1.0, 1.0])
+    lower, achieved = exact.error_bounds()
+    assert lower <= achieved * (1 + 1e-12) and achieved <= lower * (1 + 1e-7)
+    for solver in ("residual", "wff"):
+        assert achieved <= query_smasher([3, 4], items, weights=[1.0, 1.0], solver=solver).expected_error()
+    gram = np.array([[1.0625, 0.9375, -2.0], [0.9375, 1.0625, -2.0], [-2.0, -2.0, 4.0]])  # the subworkload on (0,)
+    solution = solve_exact(gram, (3,))
+    check_solution(solution, gram)
+    assert solution.loss == pytest.approx(49 / 12, rel=1e-8)
+    assert solution.lower <= solution.loss <= solution.lower * (1 + 1e-8)
+    assert slsqp_optimum(gram) == pytest.approx(49 / 12, rel=1e-6)
+    assert exact.subworkload_losses()[(0,)] == pytest.approx(49 / 12, rel=1e-8)
+
+
 def test_exact_solver_rejects_a_zero_gram():
     with pytest.raises(ValueError, match="zero"):
         solve_exact(np.zeros((3, 3)), (3,))
@@ -471,6 +494,7 @@ def test_exact_is_never_worse_than_residual_planner_or_wff(case):
     sizes, items, weights = case
     exact = query_smasher(sizes, items, weights=weights)
     lower, achieved = exact.error_bounds()
+    assert lower <= achieved * (1 + 1e-12) and achieved <= lower * (1 + 1e-6)  # certified: the solve converged
     for solver in ("residual", "wff"):
         other = query_smasher(sizes, items, weights=weights, solver=solver).expected_error()
         assert achieved <= other * (1 + 1e-7)

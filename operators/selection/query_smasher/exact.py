@@ -40,6 +40,12 @@ from ektelo_ng.operators.selection.query_smasher.solutions import DenseSolution
 
 #: Eigenvalues of G below this fraction of the largest count as zero (outside the range).
 RANK_TOL = 1e-10
+#: ``S(w)`` counts as singular (outside the dual's domain) when its smallest eigenvalue is at most this
+#: fraction of its largest. The dual's supremum is never on that boundary (``phi`` grows like ``sqrt(w_i)``
+#: into the interior), but a projected step that clips ``w`` onto a face where ``S(w)`` is singular gets
+#: round-off eigenvalues (~1e-16 relative or less) from ``eigh``, hence ``X_ii ~ 1e20`` and a useless
+#: strategy, and the iteration cannot climb back in floating point. Below ``RANK_TOL``, so ``S(1)`` passes.
+PD_TOL = 1e-12
 #: Armijo sufficient-increase constant and the cap on conjugate-gradient steps.
 ARMIJO = 1e-4
 CG_MAX_ITER = 500
@@ -74,9 +80,9 @@ class _Point:
 
 
 def _evaluate(z0: np.ndarray, w: np.ndarray) -> _Point | None:
-    """``phi(w)`` and its pieces, or ``None`` if ``S(w)`` is not positive definite."""
+    """``phi(w)`` and its pieces, or ``None`` if ``S(w)`` is not (numerically) positive definite."""
     theta, q = np.linalg.eigh(z0.T @ (w[:, None] * z0))
-    if theta[0] <= 0:
+    if theta[0] <= PD_TOL * theta[-1]:
         return None
     s = np.sqrt(theta)
     z = z0 @ q
