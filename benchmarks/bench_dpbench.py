@@ -140,8 +140,8 @@ def efpa_equivalent(trials: int = 4) -> None:
 
     import ektelo_ng as ek
     from ektelo_ng.dpbench.runner import sample_of
-    from operators.matrices import Prefix
-    from plans.efpa import efpa
+    from ektelo_ng.operators.matrices import Prefix
+    from ektelo_ng.plans.efpa import efpa
 
     for n in (256, 4096):
         epsilon = Fraction(1, 10) * Fraction(math.sqrt(n / 2 + 1)).limit_denominator(1000)
