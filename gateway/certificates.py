@@ -22,8 +22,8 @@ def write_certificates(directory: Path, hosts: list[str]) -> None:
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
     except ImportError:
-        raise ImportError("making TLS certificates needs the cryptography package: pip install 'ektelo-ng[service]' "
-                          "(or give your own with --no-tls and serve on a unix socket)") from None
+        raise ImportError("making TLS certificates needs the cryptography package: pip install -e '.[service]' in "
+                          "ektelo-ng (or give your own with --no-tls and serve on a unix socket)") from None
 
     def name(common: str):
         return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])

@@ -262,16 +262,16 @@ def test_missing_engines_say_which_extra_to_install(monkeypatch, tmp_path, capsy
 
     monkeypatch.setitem(sys.modules, "duckdb", None)
     monkeypatch.setitem(sys.modules, "pyspark.sql", None)
-    with pytest.raises(ImportError, match=r'pip install "ektelo-ng\[duckdb\]"'):
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[duckdb\]"'):
         DuckDBTable(SMALL, "t.parquet")
-    with pytest.raises(ImportError, match=r'pip install "ektelo-ng\[spark\]"'):
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[spark\]"'):
         ek.protect("t.parquet", SMALL, ek.PureDP(1), backend="spark")
     (tmp_path / "domain.json").write_text(SMALL.model_dump_json())
     (tmp_path / "t.parquet").write_bytes(b"")
     assert main(["kernel", "init", str(tmp_path / "service"), "--budget", "epsilon=1", "--no-tls"]) == 0
     serve = ["kernel", "serve", "--table", str(tmp_path / "t.parquet"), "--domain", str(tmp_path / "domain.json"),
              "--dir", str(tmp_path / "service"), "--backend", "duckdb"]
-    assert main(serve) == 2 and 'pip install "ektelo-ng[duckdb]"' in capsys.readouterr().err
+    assert main(serve) == 2 and 'pip install -e ".[duckdb]"' in capsys.readouterr().err
 
 
 def serve(table, domain_file, *extra):

@@ -119,3 +119,15 @@ def test_the_same_domain_file_or_sizes_work_in_select_and_a_bad_budget_says_what
     line = one_error_line(cli("select", "residual-planner", "--domain", "age=4,sex=2", "--marginals", "age,zone",
                               cwd=folder))
     assert "zone" in line and "age, sex" in line
+
+
+def test_dpbench_without_matplotlib_fails_before_the_replay_and_its_table_has_a_legend(monkeypatch, tmp_path, capsys):
+    from ektelo_ng.cli import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    assert main(["dpbench", "--plots", "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert "matplotlib" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    monkeypatch.undo()
+    assert main(["dpbench", "--algorithms", "Identity", "HB", "--datasets", "SYN-STEPS", "--scales", "1e3", "--trials",
+                 "1", "--out", str(tmp_path / "ok"), "--no-progress"]) == 0
+    assert "ratio: mean error over Identity's" in capsys.readouterr().out

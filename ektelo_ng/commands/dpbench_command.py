@@ -116,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     grid = grid_from(args)
     if args.jobs is not None and args.jobs < 1:
         raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
+    if args.plots:
+        plots.pyplot()  # no matplotlib: say so now, not after the replay
     out = Path(args.out)
     print(f"DPBench replay: {grid.size()} runs ({len(grid.algorithms)} algorithms, {len(grid.datasets)} datasets, "
           f"scales {' '.join(map(str, grid.scales))}, epsilon {' '.join(grid.epsilons)}, {grid.trials} trials) -> {out}/")

@@ -1,4 +1,4 @@
-"""Figures of a DPBench replay (PNG, with matplotlib: ``pip install 'ektelo-ng[plot]'``).
+"""Figures of a DPBench replay (PNG, with matplotlib: ``pip install -e '.[plot]'`` in the repository).
 
 - ``overview_<domain>_eps<epsilon>.png``: each algorithm's error relative to Identity against the
   scale (geometric mean over datasets): DPBench's headline picture, where data-dependent plans
@@ -23,7 +23,8 @@ def pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise ValueError("plots need matplotlib: pip install 'ektelo-ng[plot]' (or leave out --plots)") from None
+        raise ValueError("plots need matplotlib: pip install -e '.[plot]' in the ektelo-ng folder, or leave out "
+                         "--plots") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

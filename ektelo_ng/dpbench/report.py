@@ -109,6 +109,11 @@ def failures(rows: Iterable[Row]) -> list[Row]:
     return [row for row in rows if row.get("error")]
 
 
+LEGEND = ("ratio: mean error over Identity's (geometric mean over datasets); rank: mean rank among the algorithms "
+          "(1 = best); wins: datasets where it was best / datasets. MWEM* and AHP*: DPBench's tuned variants; a "
+          "name ending in + (SF+, PHP+, DPCube+, AGrid+): this project's variant of the DPBench algorithm.")
+
+
 def text(table: Sequence[Cell], overview: Sequence[Standing], rows: Sequence[Row], metric: str = "L2") -> str:
     """The report printed at the end of a replay: the overview per scale, then failures, if any."""
     lines = []
@@ -136,6 +141,8 @@ def text(table: Sequence[Cell], overview: Sequence[Standing], rows: Sequence[Row
                 line += f"{ratio:>9} {s.mean_rank:>6.1f} {s.wins:>3}/{s.datasets:<3}"
             lines.append(line)
         lines.append("")
+    if groups:
+        lines.append(LEGEND)
     failed = failures(rows)
     if failed:
         lines.append(f"{len(failed)} run(s) failed (see the error column of results.csv), e.g.:")

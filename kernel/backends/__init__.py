@@ -18,7 +18,7 @@ def require(module: str, extra: str):
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise ImportError(f'the {extra} table backend needs {module}: pip install "ektelo-ng[{extra}]"') from None
+        raise ImportError(f'the {extra} backend needs {module}: pip install -e ".[{extra}]" in ektelo-ng') from None
 
 
 def source_format(source) -> str | None:
