@@ -98,7 +98,7 @@ def test_kernel_status_shows_the_ledger_to_the_data_owner(tmp_path):
 @pytest.mark.parametrize("budget", ["epsilon=1", "eps=1", "rho=0.5", "epsilon=1,delta=1e-9", "pcost=1"])
 def test_every_command_reads_the_same_budget_and_domain_spellings(folder, budget):
     run = cli("run", "HB", "--table", "t.csv", "--domain", "age=16", "--budget", budget, "--seed", "3",
-              "--in-process", cwd=folder)
+              cwd=folder)  # a kernel process: kernel serve reads the same spellings
     assert run.returncode == 0, run.stderr
     assert "16 answers" in run.stdout and "seeded with --seed 3" in run.stdout
     init = cli("kernel", "init", f"svc-{budget.replace(',', '-')}", "--budget", budget, "--no-tls", cwd=folder)
