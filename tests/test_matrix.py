@@ -190,12 +190,14 @@ def matrices(draw, cols=None, depth=2, sums=True):
         left, DL = draw(matrices(split, depth - 1, sums))
         # Align row counts: the right block gets left's row count through a dense map.
         R, DRr = draw(matrices(cols - split, depth - 1, sums))
+        assume(left.shape[0] * R.shape[0] <= 4096)  # hypothesis draws at most 8,192 list elements
         mix = np.array(draw(st.lists(finite, min_size=left.shape[0] * R.shape[0], max_size=left.shape[0] * R.shape[0])))
         mix = mix.reshape(left.shape[0], R.shape[0])
         return HStack([left, Dense(mix) @ R]), np.hstack([DL, mix @ DRr])
     if kind == "sum":
         A, DA = draw(matrices(cols, depth - 1, sums))
         B, DB = draw(matrices(cols, depth - 1, sums))
+        assume(A.shape[0] * B.shape[0] <= 4096)  # hypothesis draws at most 8,192 list elements
         mix = np.array(draw(st.lists(finite, min_size=A.shape[0] * B.shape[0], max_size=A.shape[0] * B.shape[0])))
         mix = mix.reshape(A.shape[0], B.shape[0])
         return Sum([A, Dense(mix) @ B]), DA + mix @ DB

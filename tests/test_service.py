@@ -403,7 +403,7 @@ def test_init_without_the_cryptography_package_leaves_nothing_behind(folder, mon
     import sys
 
     monkeypatch.setitem(sys.modules, "cryptography", None)
-    with pytest.raises(ImportError, match=r"ektelo-ng\[service\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[service\]'"):
         init_service(folder / "no-crypto", PureDP(1))
     assert not (folder / "no-crypto").exists()
     assert init_service(folder / "no-crypto", PureDP(1), tls=False).ledger().total == PureDP(1)
