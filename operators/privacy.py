@@ -156,9 +156,11 @@ def zcdp_to_approx_dp(rho: ZCDP | Amount, delta: float) -> float:
     if _log_zcdp_delta(r, 0.0) <= target:
         return 0.0
     hi = zcdp_to_approx_dp_classic(r, d)
-    eps = brentq(lambda e: _log_zcdp_delta(r, e) - target, 0.0, hi, xtol=1e-14, rtol=1e-14, maxiter=500)
+    # xtol relative to the bracket: an absolute 1e-14 left a root near 1e-9 (rho ~ 1e-20) 1e11 ulps short of the
+    # nudging below, which then never ended
+    eps = brentq(lambda e: _log_zcdp_delta(r, e) - target, 0.0, hi, xtol=hi * 1e-15, rtol=1e-14, maxiter=500)
     while _log_zcdp_delta(r, eps) > target:
-        eps = math.nextafter(eps, math.inf)
+        eps = max(math.nextafter(eps, math.inf), eps * (1 + 1e-14))
     return eps
 
 

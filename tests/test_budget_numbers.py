@@ -294,3 +294,13 @@ def test_the_zcdp_budget_for_an_epsilon_delta_is_the_largest_that_converts_back_
     assert zcdp_to_approx_dp(rho, delta) <= epsilon
     assert zcdp_to_approx_dp(float(rho) * (1 + 1e-9), delta) > epsilon * (1 - 1e-9)  # not much more would fit
 
+
+
+def test_a_tiny_rho_converts_at_once():
+    """The root was found to an absolute 1e-14 and then nudged up one ulp at a time: for rho = 1e-20 (epsilon
+    about 3e-10) that was some 1e11 steps."""
+    from ektelo_ng.operators.privacy import zcdp_delta, zcdp_to_approx_dp, zcdp_to_approx_dp_classic
+
+    eps = zcdp_to_approx_dp(1e-20, 1e-12)
+    assert 0 < eps <= zcdp_to_approx_dp_classic(1e-20, 1e-12) and zcdp_delta(1e-20, eps) <= 1e-12
+    assert zcdp_delta(1e-20, eps * (1 - 1e-9)) > 1e-12  # and it is the tight epsilon, not a loose one
