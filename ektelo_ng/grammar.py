@@ -7,6 +7,8 @@ import json
 from fractions import Fraction
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
 from ektelo_ng.operators.privacy import zcdp_for_approx_dp
@@ -28,15 +30,21 @@ def parse_budget(text: str) -> PureDP | ZCDP:
         if not sep or name not in ("epsilon", "delta", "rho", "pcost") or name in fields:
             raise ValueError(f"cannot read the budget {text!r}: give {BUDGET_HELP}")
         fields[name] = value
-    match sorted(fields):
-        case ["epsilon"]:
-            return PureDP(fields["epsilon"])
-        case ["rho"]:
-            return ZCDP(fields["rho"])
-        case ["pcost"]:
-            return ZCDP(Fraction(fields["pcost"]) / 2)
-        case ["delta", "epsilon"]:
-            return zcdp_for_approx_dp(float(fields["epsilon"]), float(fields["delta"]))
+    try:
+        match sorted(fields):
+            case ["epsilon"]:
+                return PureDP(fields["epsilon"])
+            case ["rho"]:
+                return ZCDP(fields["rho"])
+            case ["pcost"]:
+                return ZCDP(Fraction(fields["pcost"]) / 2)
+            case ["delta", "epsilon"]:
+                epsilon, delta = float(fields["epsilon"]), float(fields["delta"])
+                if not (1e-6 <= epsilon <= 100 and 0 < delta < 1):
+                    raise ValueError("epsilon,delta needs 1e-6 <= epsilon <= 100 and 0 < delta < 1")
+                return zcdp_for_approx_dp(epsilon, delta)
+    except (ValueError, ZeroDivisionError) as error:
+        raise ValueError(f"cannot read the budget {text!r}: {error} (give {BUDGET_HELP})") from None
     raise ValueError(f"cannot read the budget {text!r}: give {BUDGET_HELP}")
 
 
@@ -50,19 +58,26 @@ def parse_domain(text: str | Path) -> Domain:
     text = str(text).strip()
     if text.endswith(".json") or Path(text).is_file():
         path = Path(text)
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(f"domain file {path} does not exist ({DOMAIN_HELP})")
-        spec = json.loads(path.read_text())
+        try:
+            spec = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise ValueError(f"cannot read the domain file {path}: {error}") from None
         if not isinstance(spec, dict):
             raise ValueError(f"{path}: the domain must be a JSON object of attribute sizes or label lists")
         return Domain.model_validate(spec) if "attributes" in spec else Domain.from_dict(spec)
     try:
         if "=" in text:
-            return Domain.from_dict({name.strip(): int(size) for name, size in
-                                     (item.split("=", 1) for item in text.split(","))})
+            pairs = [(name.strip(), int(size)) for name, size in (item.split("=", 1) for item in text.split(","))]
+            names = [name for name, _ in pairs]
+            if len(set(names)) != len(names) or not all(names):
+                raise ValueError("every attribute needs its own non-empty name")
+            return Domain.from_dict(dict(pairs))
         return Domain.from_sizes([int(size) for size in text.lower().split("x")])
-    except ValueError as error:
-        raise ValueError(f"cannot read the domain {text!r} ({error}); give {DOMAIN_HELP}") from None
+    except (ValueError, ValidationError) as error:
+        detail = error.errors()[0]["msg"] if isinstance(error, ValidationError) else error
+        raise ValueError(f"cannot read the domain {text!r} ({detail}); give {DOMAIN_HELP}") from None
 
 
 def parse_marginals(text: str, domain: Domain) -> list[tuple[int, ...]]:
@@ -76,6 +91,8 @@ def parse_marginals(text: str, domain: Domain) -> list[tuple[int, ...]]:
     sets = []
     for group in text.split(";"):
         names = [a.strip() for a in group.split(",") if a.strip()]
+        if not names:
+            raise ValueError(f"an empty marginal in {text!r}: give {MARGINALS_HELP} (kway:0 is the total)")
         try:
             sets.append(tuple(sorted(domain.indices([int(a) if a.isdigit() else a for a in names]))))
         except (KeyError, ValueError) as error:

@@ -147,7 +147,11 @@ def _read_parquet(path: Path) -> dict[str, np.ndarray]:
         except ImportError:
             raise ImportError(f"reading the Parquet file {path} needs pyarrow or duckdb: pip install -e '.[parquet]', "
                               "or save the table as CSV") from None
-        return dict(duckdb.connect().execute("SELECT * FROM read_parquet(?)", [str(path)]).fetchnumpy())
+        columns = duckdb.connect().execute("SELECT * FROM read_parquet(?)", [str(path)]).fetchnumpy()
+        missing = {name: int(np.ma.count_masked(column)) for name, column in columns.items() if np.ma.is_masked(column)}
+        if missing:
+            raise ValueError(f"{path}: missing values (NULL) in {missing}; fill or drop them first")
+        return {name: np.asarray(column) for name, column in columns.items()}
     table = pyarrow.parquet.read_table(path)
     return {name: table.column(name).to_numpy() for name in table.column_names}
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -58,7 +59,7 @@ def test_a_parquet_table_goes_through_run_and_protect(folder):
     duckdb.connect().execute(f"COPY (SELECT * FROM read_csv_auto('{folder / 't.csv'}')) TO '{folder / 't.parquet'}'")
     done = cli("run", "hb.py", "--table", "t.parquet", "--domain", "d.json", "--budget", "epsilon=1", cwd=folder)
     assert done.returncode == 0, done.stderr
-    assert "16 answers" in done.stdout and "spent 1 of 1" in done.stdout
+    assert "16 answers" in done.stdout and "budget: spent epsilon = 1 of 1 (0 left" in done.stdout
     session = ek.protect(folder / "t.parquet", {"age": 16}, ek.PureDP(1))
     assert session.source.vectorize().laplace(ek.matrix.Total(16), 1).values[0] == pytest.approx(400, abs=60)
 
@@ -131,3 +132,27 @@ def test_dpbench_without_matplotlib_fails_before_the_replay_and_its_table_has_a_
     assert main(["dpbench", "--algorithms", "Identity", "HB", "--datasets", "SYN-STEPS", "--scales", "1e3", "--trials",
                  "1", "--out", str(tmp_path / "ok"), "--no-progress"]) == 0
     assert "ratio: mean error over Identity's" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("--budget", "pcost=abc", ["pcost=abc"]), ("--budget", "rho=0", ["rho=0"]),
+    ("--budget", "epsilon=1e-300,delta=1e-9", ["1e-6 <= epsilon"]), ("--domain", "age=16,age=8", ["own"]),
+    ("--domain", "=3", ["=3"]), ("--domain", "bad.json", ["bad.json"]), ("--marginals", ";", ["empty marginal"]),
+])
+def test_each_bad_spelling_names_what_it_could_not_read(folder, option, value, words):
+    (folder / "bad.json").write_text("{not json")
+    args = {"--budget": "rho=0.5", "--domain": "age=16,sex=2", "--marginals": "age", option: value}
+    line = one_error_line(cli("select", "residual-planner", *[x for kv in args.items() for x in kv], cwd=folder))
+    assert all(word in line for word in words), line
+
+
+def test_parquet_nulls_are_refused_not_counted_as_zero(folder):
+    duckdb = pytest.importorskip("duckdb")
+    duckdb.connect().execute(f"COPY (SELECT CASE WHEN i % 4 = 0 THEN NULL ELSE i % 16 END AS age FROM range(40) t(i))"
+                             f" TO '{folder / 'nulls.parquet'}'")
+    if importlib.util.find_spec("pyarrow") is None:
+        with pytest.raises(ValueError, match="missing values"):
+            ek.protect(folder / "nulls.parquet", {"age": 16}, ek.PureDP(1))
+    else:
+        with pytest.raises(ValueError):
+            ek.protect(folder / "nulls.parquet", {"age": 16}, ek.PureDP(1))

@@ -8,7 +8,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
+from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain, show_budget
 from ektelo_ng.session import BACKENDS, open_table
 from ektelo_ng.gateway.audit import AuditLog, read_audit
 from ektelo_ng.gateway.gatekeeper import Gatekeeper, Rate
@@ -127,10 +127,10 @@ def run_analysts(args: argparse.Namespace) -> int:
         ledger = directory.ledger()
         share = parse_budget(args.budget)
         if share.kind != ledger.total.kind:
-            raise ValueError(f"the table's budget is {ledger.total.kind}: give the share as "
-                             f"{'epsilon' if ledger.total.kind == 'pure' else 'rho'}=VALUE")
+            raise ValueError(f"the table's budget is {ledger.total.kind}: give the share as " + (
+                "epsilon=VALUE" if ledger.total.kind == "pure" else "rho=VALUE or epsilon=E,delta=D"))
         path = directory.add_analyst(args.name, share.value, args.address)
-        print(f"added {args.name} with {share.kind} share {share.value}; hand over {path} (it is the credential)")
+        print(f"added {args.name} with a share of {show_budget(share)}; hand over {path} (it is the credential)")
     elif args.which == "revoke":
         directory.ledger().revoke(args.name)
         print(f"revoked {args.name}: its next request is refused; the unspent part of its share is free again")

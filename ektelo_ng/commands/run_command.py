@@ -111,7 +111,7 @@ def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Sess
     print(f"{args.plan}: {len(records)} answers: {shown}")
     if records:
         print(f"intervals: {records[0]['method']} at level {args.level}; {estimate.note}")
-    print(f"budget: spent {float(status.spent.value):.6g} of {float(status.total.value):.6g} ({status.total.kind})")
+    print(f"budget: {status}")
     if args.seed is not None:
         print(f"noise: seeded with --seed {args.seed}: every answer is flagged as reproducible, not private against "
               "anyone who knows the seed")
