@@ -11,8 +11,9 @@ The front door, and the only import a plan script needs::
 
 The layers live in the repository's top-level folders (``kernel/``, ``operators/``, ``plans/``, ``gateway/``)
 and are imported as ``ektelo_ng.kernel`` and so on, so that a user's own ``operators.py`` or ``plans.py``
-never shadows the library. Names are loaded on first use: importing ``ektelo_ng.kernel`` (as the served
-kernel does) loads nothing above it.
+never shadows the library; inside them, imports are relative (``kernel/`` imports only itself, and no layer
+names the front door). Names are loaded on first use: importing ``ektelo_ng.kernel`` (as the served kernel
+does) loads nothing above it.
 """
 
 from __future__ import annotations

@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from ektelo_ng.gateway.audit import AuditLog
-from ektelo_ng.gateway.credentials import matches
-from ektelo_ng.gateway.server import SessionEnded
-from ektelo_ng.kernel import protocol as p
-from ektelo_ng.kernel.ledger import SqliteLedger
-from ektelo_ng.kernel.service import Kernel
-from ektelo_ng.kernel.table import TableBackend
+from .audit import AuditLog
+from .credentials import matches
+from .server import SessionEnded
+from ..kernel import protocol as p
+from ..kernel.ledger import SqliteLedger
+from ..kernel.service import Kernel
+from ..kernel.table import TableBackend
 
 
 @dataclass

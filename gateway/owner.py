@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from ektelo_ng.gateway.credentials import Credential, check_name, digest, new_token
-from ektelo_ng.kernel.ledger import SqliteLedger
-from ektelo_ng.kernel.privacy import PureDP, ZCDP
+from .credentials import Credential, check_name, digest, new_token
+from ..kernel.ledger import SqliteLedger
+from ..kernel.privacy import PureDP, ZCDP
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def init_service(path: str | Path, total: PureDP | ZCDP, *, hosts: list[str] | N
         directory.path.chmod(0o700)
         (directory.path / "credentials").mkdir(mode=0o700)
         if tls:
-            from ektelo_ng.gateway.certificates import write_certificates
+            from .certificates import write_certificates
 
             directory.tls.mkdir(mode=0o700)
             write_certificates(directory.tls, hosts or ["localhost", "127.0.0.1", "::1", socket.gethostname()])

@@ -22,9 +22,9 @@ from typing import Protocol
 
 from pydantic import ValidationError
 
-from ektelo_ng.gateway.wire import MAX_FRAME, FrameTooLarge, Hello, Welcome, is_loopback, parse_address, read_frame, \
+from .wire import MAX_FRAME, FrameTooLarge, Hello, Welcome, is_loopback, parse_address, read_frame, \
     tune_socket, write_frame
-from ektelo_ng.kernel import protocol as p
+from ..kernel import protocol as p
 
 
 class Gate(Protocol):

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ektelo_ng.gateway.credentials import NAME_PATTERN
+from .credentials import NAME_PATTERN
 
 MAX_FRAME = 16 << 20
 """Default largest frame a server reads (16 MiB: a dense 1,000 x 1,000 matrix in base64 is 11 MB)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Protocol
 
-from ektelo_ng.kernel.privacy import MAX_AMOUNT, PureDP, ZCDP, on_grid
+from .privacy import MAX_AMOUNT, PureDP, ZCDP, on_grid
 
 
 class BudgetExceeded(Exception):

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from ektelo_ng.kernel.accountant import BudgetExceeded
-from ektelo_ng.kernel.privacy import PureDP, ZCDP
+from .accountant import BudgetExceeded
+from .privacy import PureDP, ZCDP
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS budget (id INTEGER PRIMARY KEY CHECK (id = 1), kind TEXT NOT NULL, total TEXT NOT NULL);

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from ektelo_ng.kernel.matrix import Kronecker, Matrix, Product, Transpose, Weighted
-from ektelo_ng.kernel.matrix.compose import HStack, VStack
+from .matrix import Kronecker, Matrix, Product, Transpose, Weighted
+from .matrix.compose import HStack, VStack
 
 _RAISE = "a data owner can raise it with Kernel(..., limits=Limits({option}=...)) or `ektelo-ng kernel serve --{flag}`"
 

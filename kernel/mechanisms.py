@@ -17,12 +17,12 @@ from typing import Literal
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Fourier, HStack, Kronecker, Matrix, Product, Transpose, VStack, Weighted
-from ektelo_ng.kernel.matrix.rounding import EXACT, LIMIT, UNIT, Evaluation, evaluation, gamma, leaf_entries
-from ektelo_ng.kernel.noise import (
+from .matrix import Fourier, HStack, Kronecker, Matrix, Product, Transpose, VStack, Weighted
+from .matrix.rounding import EXACT, LIMIT, UNIT, Evaluation, evaluation, gamma, leaf_entries
+from .noise import (
     NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, grid_step, supported_scale,
 )
-from ektelo_ng.kernel.privacy import PureDP, ZCDP
+from .privacy import PureDP, ZCDP
 
 Unit = type[PureDP] | type[ZCDP]
 _INT_LIMIT = 2.0**62

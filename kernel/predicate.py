@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Union
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ektelo_ng.kernel.domain import Domain
+from .domain import Domain
 
 Value = Union[int, str]
 NODES = 64

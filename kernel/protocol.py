@@ -9,10 +9,10 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, TypeAdapter, model_validator
 
-from ektelo_ng.kernel.domain import Domain
-from ektelo_ng.kernel.matrix.spec import ArrayData, MatrixSpec
-from ektelo_ng.kernel.predicate import Predicate
-from ektelo_ng.kernel.privacy import Budget, requested_amount
+from .domain import Domain
+from .matrix.spec import ArrayData, MatrixSpec
+from .predicate import Predicate
+from .privacy import Budget, requested_amount
 
 SourceId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 

@@ -21,23 +21,23 @@ import networkx as nx
 import numpy as np
 from pydantic import ValidationError
 
-from ektelo_ng.kernel import protocol as p
-from ektelo_ng.kernel.accountant import Accountant, BudgetExceeded
-from ektelo_ng.kernel.domain import Domain
-from ektelo_ng.kernel.ledger import Account, SqliteLedger
-from ektelo_ng.kernel.limits import Limits
-from ektelo_ng.kernel.matrix import Matrix, Ones, Total, from_spec
-from ektelo_ng.kernel.matrix.rounding import EXACT
-from ektelo_ng.kernel.matrix.threads import single_threaded_blas
-from ektelo_ng.kernel.mechanisms import (
+from . import protocol as p
+from .accountant import Accountant, BudgetExceeded
+from .domain import Domain
+from .ledger import Account, SqliteLedger
+from .limits import Limits
+from .matrix import Matrix, Ones, Total, from_spec
+from .matrix.rounding import EXACT
+from .matrix.threads import single_threaded_blas
+from .mechanisms import (
     MatrixFacts, Prepared, bucket_costs, dyadic_deviations, exponential_cost, fourier_sensitivity, fourier_tail_norms,
     prepare_dyadic_deviations, prepare_exponential, prepare_gaussian, prepare_laplace, release_many, select_worst,
     selectable, split_scores, split_sensitivity, structure_first_boundaries, structure_first_sensitivity,
 )
-from ektelo_ng.kernel.noise import NoiseSource
-from ektelo_ng.kernel.predicate import NODES, And, Predicate, validate_predicate
-from ektelo_ng.kernel.privacy import PureDP, ZCDP
-from ektelo_ng.kernel.table import TableBackend
+from .noise import NoiseSource
+from .predicate import NODES, And, Predicate, validate_predicate
+from .privacy import PureDP, ZCDP
+from .table import TableBackend
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ektelo_ng.kernel.domain import Domain
-from ektelo_ng.kernel.predicate import evaluate
+from .domain import Domain
+from .predicate import evaluate
 
 
 class TableBackend(ABC):

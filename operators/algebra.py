@@ -25,7 +25,7 @@ from functools import singledispatch
 import numpy as np
 import scipy.sparse as sp
 
-from ektelo_ng.kernel.matrix import (
+from ..kernel.matrix import (
     AllRange,
     Dense,
     Diagonal,
@@ -43,9 +43,9 @@ from ektelo_ng.kernel.matrix import (
     VStack,
     Weighted,
 )
-from ektelo_ng.operators.matrices import Haar, Prefix, Suffix, WidthRange
-from ektelo_ng.operators.specs import to_spec
-from ektelo_ng.kernel.matrix.base import BLOCK_ENTRIES, unit_columns
+from .matrices import Haar, Prefix, Suffix, WidthRange
+from .specs import to_spec
+from ..kernel.matrix.base import BLOCK_ENTRIES, unit_columns
 
 # ---- sums ---------------------------------------------------------------------------------
 

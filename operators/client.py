@@ -25,16 +25,16 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import Field, TypeAdapter, ValidationError
 
-from ektelo_ng.kernel import protocol as p
-from ektelo_ng.kernel.domain import Domain
-from ektelo_ng.kernel.matrix import Matrix, Product, Sparse
-from ektelo_ng.kernel.matrix.spec import ArrayData
-from ektelo_ng.kernel.predicate import Predicate
-from ektelo_ng.kernel.privacy import PureDP, ZCDP
-from ektelo_ng.operators.privacy import zcdp_to_approx_dp
-from ektelo_ng.operators.specs import to_spec
-from ektelo_ng.gateway.credentials import Credential
-from ektelo_ng.gateway.wire import Hello, Welcome, parse_address, read_frame, tune_socket, write_frame
+from ..kernel import protocol as p
+from ..kernel.domain import Domain
+from ..kernel.matrix import Matrix, Product, Sparse
+from ..kernel.matrix.spec import ArrayData
+from ..kernel.predicate import Predicate
+from ..kernel.privacy import PureDP, ZCDP
+from .privacy import zcdp_to_approx_dp
+from .specs import to_spec
+from ..gateway.credentials import Credential
+from ..gateway.wire import Hello, Welcome, parse_address, read_frame, tune_socket, write_frame
 
 Transport = Callable[[str], str]
 

@@ -28,11 +28,11 @@ import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import lsmr
 
-from ektelo_ng.kernel.matrix import Identity, Kronecker, Matrix, VStack, Weighted
-from ektelo_ng.kernel.matrix.threads import single_threaded_blas
-from ektelo_ng.operators.algebra import rows
-from ektelo_ng.operators.linalg import explicit_sparse, gram_inverse_root
-from ektelo_ng.operators.measurement import stacked_system
+from ..kernel.matrix import Identity, Kronecker, Matrix, VStack, Weighted
+from ..kernel.matrix.threads import single_threaded_blas
+from .algebra import rows
+from .linalg import explicit_sparse, gram_inverse_root
+from .measurement import stacked_system
 
 #: Largest factor (columns) whose Gram the Kronecker path pseudo-inverts densely.
 FACTOR_LIMIT = 4096

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Union
 
-from ektelo_ng.kernel.domain import Domain
+from ..kernel.domain import Domain
 
 DomainLike = Union[Domain, Sequence[int], Mapping[str, int]]
 Shape = Union[int, DomainLike]

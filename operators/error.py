@@ -22,10 +22,10 @@ import math
 import numpy as np
 import scipy.linalg
 
-from ektelo_ng.kernel.matrix import Identity, Kronecker, Matrix, VStack, Weighted
-from ektelo_ng.operators.algebra import frobenius_squared, gram
-from ektelo_ng.operators.matrices import as_matrix
-from ektelo_ng.operators.measurement import NoiseKind as Noise
+from ..kernel.matrix import Identity, Kronecker, Matrix, VStack, Weighted
+from .algebra import frobenius_squared, gram
+from .matrices import as_matrix
+from .measurement import NoiseKind as Noise
 
 #: Largest dense Gram side the generic path will build (n x n doubles).
 DENSE_LIMIT = 8192

@@ -26,10 +26,10 @@ from typing import Literal
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Identity, Matrix
-from ektelo_ng.operators.covariance import LeastSquaresCovariance
-from ektelo_ng.operators.intervals import Intervals, bound_halfwidths, check_level, laplace_halfwidth, normal_halfwidths
-from ektelo_ng.operators.measurement import Measurement
+from ..kernel.matrix import Identity, Matrix
+from .covariance import LeastSquaresCovariance
+from .intervals import Intervals, bound_halfwidths, check_level, laplace_halfwidth, normal_halfwidths
+from .measurement import Measurement
 
 IntervalMethod = Literal["auto", "exact", "bound"]
 

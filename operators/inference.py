@@ -30,11 +30,11 @@ import scipy.optimize
 import scipy.sparse as sp
 from scipy.sparse.linalg import lsmr
 
-from ektelo_ng.kernel.matrix import Dense, Kronecker, Matrix, Weighted
-from ektelo_ng.kernel.matrix.threads import single_threaded_blas
-from ektelo_ng.operators.covariance import kronecker_gram_pinvs
-from ektelo_ng.operators.linalg import explicit_sparse
-from ektelo_ng.operators.measurement import SPARSE_NONZEROS, Measurement, columns, stacked_system
+from ..kernel.matrix import Dense, Kronecker, Matrix, Weighted
+from ..kernel.matrix.threads import single_threaded_blas
+from .covariance import kronecker_gram_pinvs
+from .linalg import explicit_sparse
+from .measurement import SPARSE_NONZEROS, Measurement, columns, stacked_system
 
 def ahp_threshold(noisy_values, epsilon1: float, eta: float = 0.35) -> np.ndarray:
     """AHP's thresholding: noisy counts y <= eta ln(n) / eps1 become 0 (n = number of cells)."""

@@ -9,8 +9,8 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from ektelo_ng.kernel.matrix import Dense, Diagonal, Identity, Intervals, Matrix, Ones, Product, Ranges, Sparse, VStack, Weighted
-from ektelo_ng.operators.algebra import gram
+from ..kernel.matrix import Dense, Diagonal, Identity, Intervals, Matrix, Ones, Product, Ranges, Sparse, VStack, Weighted
+from .algebra import gram
 
 
 def gram_inverse_root(A: Matrix) -> tuple[np.ndarray, np.ndarray | None]:

@@ -14,10 +14,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Matrix
-from ektelo_ng.operators.estimate import Estimate, IntervalMethod, intervals_from
-from ektelo_ng.operators.intervals import Intervals, check_level, normal_halfwidths
-from ektelo_ng.operators.matrices import Marginals
+from ..kernel.matrix import Matrix
+from .estimate import Estimate, IntervalMethod, intervals_from
+from .intervals import Intervals, check_level, normal_halfwidths
+from .matrices import Marginals
 
 Item = tuple[tuple[int, ...], tuple[int, ...], object, float]  # (domain-order subset, given order, Q or None, weight)
 

@@ -14,11 +14,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from ektelo_ng.operators.client import Handle, NoisyAnswer
-from ektelo_ng.kernel.matrix import Matrix, Total
-from ektelo_ng.kernel.privacy import ZCDP
-from ektelo_ng.operators.matrices import as_matrix
-from ektelo_ng.operators.measurement import Measurement, map_to_root
+from .client import Handle, NoisyAnswer
+from ..kernel.matrix import Matrix, Total
+from ..kernel.privacy import ZCDP
+from .matrices import as_matrix
+from .measurement import Measurement, map_to_root
 
 Amount = float | Fraction | str
 

@@ -22,8 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
-from ektelo_ng.kernel.matrix import Matrix, Product, Total, VStack, Weighted
-from ektelo_ng.operators.linalg import explicit_sparse
+from ..kernel.matrix import Matrix, Product, Total, VStack, Weighted
+from .linalg import explicit_sparse
 
 NoiseKind = Literal["laplace", "gaussian"]
 

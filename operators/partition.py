@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ektelo_ng.kernel.matrix import Matrix, Product, Ranges, Sparse
-from ektelo_ng.operators.domains import Shape, shape_sizes
+from ..kernel.matrix import Matrix, Product, Ranges, Sparse
+from .domains import Shape, shape_sizes
 
 
 @dataclass(frozen=True, eq=False)

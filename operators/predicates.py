@@ -10,7 +10,7 @@ crosses the trust boundary; it needs no trust itself, so it lives on the client 
 
 from __future__ import annotations
 
-from ektelo_ng.kernel.predicate import Between, Compare, In, Value
+from ..kernel.predicate import Between, Compare, In, Value
 
 
 class attr:

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
-from ektelo_ng.kernel.privacy import AMOUNT_GRID, Amount, PureDP, ZCDP, to_fraction
+from ..kernel.privacy import AMOUNT_GRID, Amount, PureDP, ZCDP, to_fraction
 
 
 # ----------------------------------------------------------------------------- argument checks

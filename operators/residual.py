@@ -30,7 +30,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from ektelo_ng.kernel.domain import Domain
+from ..kernel.domain import Domain
 
 Subset = tuple[int, ...]
 

@@ -16,11 +16,11 @@ from functools import singledispatch
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import (
+from ..kernel.matrix import (
     AllRange, Dense, Diagonal, Fourier, HStack, Identity, Intervals, Kronecker, Matrix, Ones, Product, Ranges, Sparse,
     Transpose, VStack, Weighted,
 )
-from ektelo_ng.kernel.matrix.spec import (
+from ..kernel.matrix.spec import (
     AllRangeSpec, ArrayData, DenseSpec, DiagonalSpec, FourierSpec, HStackSpec, IdentitySpec, IntervalsSpec,
     KroneckerSpec, MatrixSpec, OnesSpec, ProductSpec, RangesSpec, SparseSpec, TransposeSpec, VStackSpec, WeightedSpec,
 )

@@ -19,8 +19,8 @@ from typing import Literal
 
 import numpy as np
 
-from ektelo_ng.operators.domains import DomainLike, as_domain
-from ektelo_ng.kernel.matrix import (
+from .domains import DomainLike, as_domain
+from ..kernel.matrix import (
     AllRange,
     Identity,
     Intervals,
@@ -30,7 +30,7 @@ from ektelo_ng.kernel.matrix import (
     Total,
     VStack,
 )
-from ektelo_ng.operators.matrices import Marginals as _MarginalsMatrix, Prefix, WidthRange
+from .matrices import Marginals as _MarginalsMatrix, Prefix, WidthRange
 
 __all__ = [
     "AllKway", "AllRange", "Identity", "Kronecker", "Marginals", "Prefix", "RandomRange", "RangeQueries", "Total",

@@ -4,6 +4,6 @@
 the record count as public, and its default parameters (``plans.registry``).
 """
 
-from ektelo_ng.plans.registry import PlanInfo, catalog, info
+from .registry import PlanInfo, catalog, info
 
 __all__ = ["PlanInfo", "catalog", "info"]

@@ -20,14 +20,14 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 
-from ektelo_ng.kernel.matrix import Identity, Matrix
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.measurement import Measurement
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.operators.inference import ahp_threshold
-from ektelo_ng.operators.partition import ahp_cluster
-from ektelo_ng.plans.common import (
+from ..kernel.matrix import Identity, Matrix
+from ..operators import measure
+from ..operators.client import Handle
+from ..operators.measurement import Measurement
+from ..operators.estimate import VectorEstimate
+from ..operators.inference import ahp_threshold
+from ..operators.partition import ahp_cluster
+from .common import (
     CONDITIONAL, BudgetLike, by_signal, epsilon_of, scale_or_noisy_total, signal_table, solved, split_budget,
 )
 

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.kernel.matrix import Matrix
-from ektelo_ng.kernel.privacy import PureDP
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.measurement import Measurement
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.operators.inference import least_squares
+from ..operators.client import Handle
+from ..kernel.matrix import Matrix
+from ..kernel.privacy import PureDP
+from ..operators import measure
+from ..operators.measurement import Measurement
+from ..operators.estimate import VectorEstimate
+from ..operators.inference import least_squares
 
 BudgetLike = PureDP | float | int | Fraction | str
 

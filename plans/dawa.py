@@ -20,15 +20,15 @@ from fractions import Fraction
 import numpy as np
 import scipy.sparse as sp
 
-from ektelo_ng.kernel.matrix import Matrix, Product, Sparse
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.measurement import Measurement
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.operators.linalg import explicit_sparse
-from ektelo_ng.operators.partition import Partition, dawa_partition, hilbert_order, stripe
-from ektelo_ng.operators.selection.classic import EXPLICIT_NONZEROS, greedy_h
-from ektelo_ng.plans.common import CONDITIONAL, BudgetLike, epsilon_of, solved, split_budget
+from ..kernel.matrix import Matrix, Product, Sparse
+from ..operators import measure
+from ..operators.client import Handle
+from ..operators.measurement import Measurement
+from ..operators.estimate import VectorEstimate
+from ..operators.linalg import explicit_sparse
+from ..operators.partition import Partition, dawa_partition, hilbert_order, stripe
+from ..operators.selection.classic import EXPLICIT_NONZEROS, greedy_h
+from .common import CONDITIONAL, BudgetLike, epsilon_of, solved, split_budget
 
 
 def _permutation(order: np.ndarray) -> Sparse:

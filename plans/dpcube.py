@@ -30,12 +30,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Identity, Matrix
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.operators.partition import grid, kd_partition, sse_kd_partition
-from ektelo_ng.plans.common import CONDITIONAL, REUSED, BudgetLike, epsilon_of, solved, split_budget
+from ..kernel.matrix import Identity, Matrix
+from ..operators import measure
+from ..operators.client import Handle
+from ..operators.estimate import VectorEstimate
+from ..operators.partition import grid, kd_partition, sse_kd_partition
+from .common import CONDITIONAL, REUSED, BudgetLike, epsilon_of, solved, split_budget
 
 
 def dpcube(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,

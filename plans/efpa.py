@@ -22,11 +22,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Fourier, Matrix
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.plans.common import CONDITIONAL, BudgetLike, epsilon_of, solved, split_budget
+from ..kernel.matrix import Fourier, Matrix
+from ..operators import measure
+from ..operators.client import Handle
+from ..operators.estimate import VectorEstimate
+from .common import CONDITIONAL, BudgetLike, epsilon_of, solved, split_budget
 
 
 def noise_error(n: int, epsilon: float) -> np.ndarray:

@@ -27,12 +27,12 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 
-from ektelo_ng.kernel.matrix import Matrix
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.operators.selection import classic
-from ektelo_ng.plans.common import CONDITIONAL, REUSED, BudgetLike, scale_or_noisy_total, solved, split_budget
+from ..kernel.matrix import Matrix
+from ..operators import measure
+from ..operators.client import Handle
+from ..operators.estimate import VectorEstimate
+from ..operators.selection import classic
+from .common import CONDITIONAL, REUSED, BudgetLike, scale_or_noisy_total, solved, split_budget
 
 
 def _two_dimensional(source: Handle, shape: Sequence[int] | None) -> tuple[Handle, tuple[int, ...]]:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.kernel.matrix import Matrix
-from ektelo_ng.operators.selection import memo
-from ektelo_ng.operators.selection.hdmm import hdmm as select_hdmm
-from ektelo_ng.operators.selection.linear import Budget, noise_of
+from ..operators import measure
+from ..operators.client import Handle
+from ..operators.estimate import VectorEstimate
+from ..kernel.matrix import Matrix
+from ..operators.selection import memo
+from ..operators.selection.hdmm import hdmm as select_hdmm
+from ..operators.selection.linear import Budget, noise_of
 
 
 def hdmm(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,

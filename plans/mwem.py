@@ -28,18 +28,18 @@ from typing import Literal
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Matrix, Product, Sparse, VStack
-from ektelo_ng.kernel.matrix.threads import single_threaded_blas
-from ektelo_ng.operators import measure
-from ektelo_ng.operators import algebra
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.operators.measurement import SPARSE_NONZEROS, Measurement, known_total
-from ektelo_ng.operators.inference import multiplicative_weights, nnls
-from ektelo_ng.operators.linalg import explicit_sparse
-from ektelo_ng.operators.partition import workload_based
-from ektelo_ng.operators.selection import classic
-from ektelo_ng.plans.common import (
+from ..kernel.matrix import Matrix, Product, Sparse, VStack
+from ..kernel.matrix.threads import single_threaded_blas
+from ..operators import measure
+from ..operators import algebra
+from ..operators.client import Handle
+from ..operators.estimate import VectorEstimate
+from ..operators.measurement import SPARSE_NONZEROS, Measurement, known_total
+from ..operators.inference import multiplicative_weights, nnls
+from ..operators.linalg import explicit_sparse
+from ..operators.partition import workload_based
+from ..operators.selection import classic
+from .common import (
     BudgetLike, by_signal, epsilon_of, scale_or_noisy_total, signal_table,
 )
 

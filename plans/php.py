@@ -28,11 +28,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Identity, Matrix
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.plans.common import CONDITIONAL, BudgetLike, epsilon_of, solved, split_budget
+from ..kernel.matrix import Identity, Matrix
+from ..operators import measure
+from ..operators.client import Handle
+from ..operators.estimate import VectorEstimate
+from .common import CONDITIONAL, BudgetLike, epsilon_of, solved, split_budget
 
 
 #: DPBench's PHP stops splitting once it holds more than max_cl_num = 2,000 intervals.

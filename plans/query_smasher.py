@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ektelo_ng.kernel.privacy import ZCDP
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.selection.query_smasher import QuerySmasherEstimate, Weights, query_smasher as select
-from ektelo_ng.operators.selection.query_smasher.decompose import QueryMatrix
-from ektelo_ng.operators.selection.query_smasher.select import Solver
-from ektelo_ng.operators.selection.residual_hosts import DEFAULT_HOST_CELLS
+from ..kernel.privacy import ZCDP
+from ..operators import measure
+from ..operators.client import Handle
+from ..operators.selection.query_smasher import QuerySmasherEstimate, Weights, query_smasher as select
+from ..operators.selection.query_smasher.decompose import QueryMatrix
+from ..operators.selection.query_smasher.select import Solver
+from ..operators.selection.residual_hosts import DEFAULT_HOST_CELLS
 
 Queries = Iterable[tuple[Iterable[str | int] | str | int, QueryMatrix]]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ektelo_ng.plans import (
+from . import (
     ahp, dawa, dpcube, efpa, grids, hdmm, mwem, php, query_smasher, residual_planner, static, striped, structure_first,
 )
 

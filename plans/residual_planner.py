@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ektelo_ng.kernel.privacy import ZCDP
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.matrices import Marginals
-from ektelo_ng.operators.selection.residual_hosts import DEFAULT_HOST_CELLS
-from ektelo_ng.operators.selection.residual_planner import ResidualPlannerEstimate, residual_planner as select
+from ..kernel.privacy import ZCDP
+from ..operators import measure
+from ..operators.client import Handle
+from ..operators.matrices import Marginals
+from ..operators.selection.residual_hosts import DEFAULT_HOST_CELLS
+from ..operators.selection.residual_planner import ResidualPlannerEstimate, residual_planner as select
 
 
 def residual_planner(source: Handle, workload: Marginals | Iterable, budget: ZCDP, *,

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.kernel.matrix import Matrix
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.selection import classic, memo
-from ektelo_ng.operators.selection.linear import Budget, LinearStrategy
+from ..operators.client import Handle
+from ..operators.estimate import VectorEstimate
+from ..kernel.matrix import Matrix
+from ..operators import measure
+from ..operators.selection import classic, memo
+from ..operators.selection.linear import Budget, LinearStrategy
 
 
 Select = Callable[[tuple[int, ...], Matrix], LinearStrategy]

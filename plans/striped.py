@@ -13,14 +13,14 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 
-from ektelo_ng.kernel.matrix import Matrix
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.measurement import Measurement
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.operators.partition import stripe
-from ektelo_ng.operators.selection import classic
-from ektelo_ng.plans.common import BudgetLike, epsilon_of, solved
+from ..kernel.matrix import Matrix
+from ..operators import measure
+from ..operators.client import Handle
+from ..operators.measurement import Measurement
+from ..operators.estimate import VectorEstimate
+from ..operators.partition import stripe
+from ..operators.selection import classic
+from .common import BudgetLike, epsilon_of, solved
 
 
 def stripe_measurements(vector: Handle, dims: tuple[int, ...], epsilon: Fraction, attribute: int) -> list[Measurement]:

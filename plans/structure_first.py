@@ -23,11 +23,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Identity, Intervals, Matrix, VStack, Weighted
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.plans.common import (
+from ..kernel.matrix import Identity, Intervals, Matrix, VStack, Weighted
+from ..operators import measure
+from ..operators.client import Handle
+from ..operators.estimate import VectorEstimate
+from .common import (
     CONDITIONAL, BudgetLike, ScaleEstimate, epsilon_of, scale_or_noisy_total, solved, split_budget,
 )
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ektelo_ng.kernel.domain import Domain
+from ..domain import Domain
 
 
 def require(module: str, extra: str):

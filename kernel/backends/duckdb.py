@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ektelo_ng.kernel.backends import check_outside, fill, require, source_format
-from ektelo_ng.kernel.domain import Attribute, Domain
-from ektelo_ng.kernel.predicate import And, Between, Compare, In, Not, Or, leaf_codes
-from ektelo_ng.kernel.table import TableBackend, check_columns
+from . import check_outside, fill, require, source_format
+from ..domain import Attribute, Domain
+from ..predicate import And, Between, Compare, In, Not, Or, leaf_codes
+from ..table import TableBackend, check_columns
 
 _INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
 _OPS = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}

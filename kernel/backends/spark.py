@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ektelo_ng.kernel.backends import check_outside, fill, require, source_format
-from ektelo_ng.kernel.domain import Attribute, Domain
-from ektelo_ng.kernel.predicate import _OPS, And, Between, Compare, In, Not, Or, leaf_codes
-from ektelo_ng.kernel.table import TableBackend, check_columns
+from . import check_outside, fill, require, source_format
+from ..domain import Attribute, Domain
+from ..predicate import _OPS, And, Between, Compare, In, Not, Or, leaf_codes
+from ..table import TableBackend, check_columns
 
 
 def _code_column(attribute: Attribute, dtype, F, T):

@@ -1,12 +1,12 @@
 """Implicit matrices with products and column norms, rebuilt from specs: the kernel computes sensitivities with
 them, so they are audited. Client-only classes, algebra and ``to_spec`` are in ``operators``."""
 
-from ektelo_ng.kernel.matrix.base import Matrix, Norm, Product, Transpose, Weighted
-from ektelo_ng.kernel.matrix.blocks import AllRange, Diagonal, Fourier, Identity, Intervals, Ones, Total
-from ektelo_ng.kernel.matrix.compose import HStack, Kronecker, VStack
-from ektelo_ng.kernel.matrix.dense import Dense, Sparse
-from ektelo_ng.kernel.matrix.ranges import Ranges
-from ektelo_ng.kernel.matrix.spec import MatrixSpec, MatrixSpecAdapter, from_spec
+from .base import Matrix, Norm, Product, Transpose, Weighted
+from .blocks import AllRange, Diagonal, Fourier, Identity, Intervals, Ones, Total
+from .compose import HStack, Kronecker, VStack
+from .dense import Dense, Sparse
+from .ranges import Ranges
+from .spec import MatrixSpec, MatrixSpecAdapter, from_spec
 
 __all__ = [
     "AllRange", "Dense", "Diagonal", "Fourier", "HStack", "Identity", "Intervals", "Kronecker", "Matrix", "MatrixSpec",

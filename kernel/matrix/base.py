@@ -175,7 +175,7 @@ class Product(Matrix):
 
     def _column_norms(self, norm: Norm) -> np.ndarray:
         # diag(w) @ B with B 0/1 (weighted intervals): |B| = B * B = B, so no materialization is needed.
-        from ektelo_ng.kernel.matrix.blocks import Diagonal
+        from .blocks import Diagonal
 
         if len(self.factors) == 2 and isinstance(self.factors[0], Diagonal) and self.factors[1].binary:
             w, B = self.factors[0].values, self.factors[1]

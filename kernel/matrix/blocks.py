@@ -8,7 +8,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from ektelo_ng.kernel.matrix.base import Matrix, Norm
+from .base import Matrix, Norm
 
 
 def positive_int(value, what: str) -> int:

@@ -10,8 +10,8 @@ from functools import cached_property, reduce
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix.base import Matrix, Norm
-from ektelo_ng.kernel.matrix.threads import single_threaded_blas
+from .base import Matrix, Norm
+from .threads import single_threaded_blas
 
 
 #: Factors with at most this many entries are applied as dense blocks.

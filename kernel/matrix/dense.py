@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ektelo_ng.kernel.matrix.base import Matrix, Norm
+from .base import Matrix, Norm
 
 
 class Dense(Matrix):

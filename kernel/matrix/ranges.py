@@ -10,7 +10,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix.base import Matrix
+from .base import Matrix
 
 
 class Ranges(Matrix):

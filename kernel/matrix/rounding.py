@@ -19,11 +19,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix.base import Matrix, Product, Transpose, Weighted
-from ektelo_ng.kernel.matrix.blocks import Diagonal, Fourier, Identity, Intervals, Ones
-from ektelo_ng.kernel.matrix.compose import SMALL_FACTOR_ENTRIES, HStack, Kronecker, VStack
-from ektelo_ng.kernel.matrix.dense import Dense, Sparse
-from ektelo_ng.kernel.matrix.ranges import Ranges
+from .base import Matrix, Product, Transpose, Weighted
+from .blocks import Diagonal, Fourier, Identity, Intervals, Ones
+from .compose import SMALL_FACTOR_ENTRIES, HStack, Kronecker, VStack
+from .dense import Dense, Sparse
+from .ranges import Ranges
 
 UNIT = 2.0**-53
 EXACT = 2.0**53

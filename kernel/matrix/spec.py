@@ -12,11 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 import scipy.sparse as sp
 
-from ektelo_ng.kernel.matrix.base import Matrix, Product, Transpose, Weighted
-from ektelo_ng.kernel.matrix.blocks import AllRange, Diagonal, Fourier, Identity, Intervals, Ones
-from ektelo_ng.kernel.matrix.compose import HStack, Kronecker, VStack
-from ektelo_ng.kernel.matrix.dense import Dense, Sparse
-from ektelo_ng.kernel.matrix.ranges import Ranges
+from .base import Matrix, Product, Transpose, Weighted
+from .blocks import AllRange, Diagonal, Fourier, Identity, Intervals, Ones
+from .compose import HStack, Kronecker, VStack
+from .dense import Dense, Sparse
+from .ranges import Ranges
 
 _DTYPES = {"float64": np.dtype("<f8"), "int64": np.dtype("<i8")}
 

@@ -4,7 +4,7 @@ Classic selectors return matrices; the optimizing selectors (HDMM, ResidualPlann
 QuerySmasher) return a Strategy with its expected error and a reconstruction.
 """
 
-from ektelo_ng.operators.selection.classic import (
+from .classic import (
     adaptive_grid_level1,
     adaptive_grid_level2,
     greedy_h,
@@ -20,10 +20,10 @@ from ektelo_ng.operators.selection.classic import (
     total,
     uniform_grid,
 )
-from ektelo_ng.operators.selection.hdmm import hdmm
-from ektelo_ng.operators.selection.query_smasher import QuerySmasherStrategy, query_class_workload, query_smasher
-from ektelo_ng.operators.selection.residual_planner import ResidualPlannerStrategy, residual_planner
-from ektelo_ng.operators.selection.strategy import Noise, Strategy
+from .hdmm import hdmm
+from .query_smasher import QuerySmasherStrategy, query_class_workload, query_smasher
+from .residual_planner import ResidualPlannerStrategy, residual_planner
+from .strategy import Noise, Strategy
 
 __all__ = [
     "Noise", "QuerySmasherStrategy", "ResidualPlannerStrategy", "Strategy", "adaptive_grid_level1", "adaptive_grid_level2", "greedy_h", "h2",

@@ -31,7 +31,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from ektelo_ng.kernel.matrix import (
+from ...kernel.matrix import (
     Dense,
     Diagonal,
     Identity,
@@ -44,11 +44,11 @@ from ektelo_ng.kernel.matrix import (
     VStack,
     Weighted,
 )
-from ektelo_ng.operators.matrices import Haar, Hierarchical, Prefix
-from ektelo_ng.operators import algebra
-from ektelo_ng.operators.domains import Shape, shape_sizes
-from ektelo_ng.operators.linalg import explicit_sparse
-from ektelo_ng.operators.selection.linear import LinearStrategy
+from ..matrices import Haar, Hierarchical, Prefix
+from .. import algebra
+from ..domains import Shape, shape_sizes
+from ..linalg import explicit_sparse
+from .linear import LinearStrategy
 
 #: Entries of a structured Gram product computed at once by ``greedy_h`` (small: cache-friendly).
 _CHUNK_ENTRIES = 1 << 15

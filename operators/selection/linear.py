@@ -15,15 +15,15 @@ from fractions import Fraction
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Matrix
-from ektelo_ng.kernel.privacy import PureDP, ZCDP
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.covariance import LeastSquaresCovariance
-from ektelo_ng.operators.error import expected_error, noise_constant
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.operators.inference import least_squares
-from ektelo_ng.operators.measurement import Measurement
-from ektelo_ng.operators.selection.strategy import Noise, Strategy
+from ...kernel.matrix import Matrix
+from ...kernel.privacy import PureDP, ZCDP
+from .. import measure
+from ..covariance import LeastSquaresCovariance
+from ..error import expected_error, noise_constant
+from ..estimate import VectorEstimate
+from ..inference import least_squares
+from ..measurement import Measurement
+from .strategy import Noise, Strategy
 
 Budget = PureDP | ZCDP | float | int | Fraction | str
 

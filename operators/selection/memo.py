@@ -21,8 +21,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import TypeVar
 
-from ektelo_ng.kernel.matrix import Matrix
-from ektelo_ng.operators.specs import to_spec
+from ...kernel.matrix import Matrix
+from ..specs import to_spec
 
 MAX_ENTRIES = 32
 

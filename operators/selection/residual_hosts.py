@@ -40,11 +40,11 @@ from itertools import combinations
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Dense, Kronecker, Matrix, Total, VStack, Weighted
-from ektelo_ng.operators.privacy import split_amount
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.residual import Subset, SubsetFamily, sub_matrix
-from ektelo_ng.operators.measurement import Measurement
+from ...kernel.matrix import Dense, Kronecker, Matrix, Total, VStack, Weighted
+from ..privacy import split_amount
+from ..client import Handle
+from ..residual import Subset, SubsetFamily, sub_matrix
+from ..measurement import Measurement
 
 DEFAULT_HOST_CELLS = 10_000
 

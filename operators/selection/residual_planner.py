@@ -39,14 +39,14 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
-from ektelo_ng.kernel.domain import Domain
-from ektelo_ng.operators import privacy
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.domains import DomainLike, as_domain
-from ektelo_ng.operators.linalg import preconditioned_cg
-from ektelo_ng.operators.marginal_estimate import MarginalEstimate
-from ektelo_ng.operators.measurement import Measurement
-from ektelo_ng.operators.residual import (
+from ...kernel.domain import Domain
+from .. import privacy
+from .. import measure
+from ..domains import DomainLike, as_domain
+from ..linalg import preconditioned_cg
+from ..marginal_estimate import MarginalEstimate
+from ..measurement import Measurement
+from ..residual import (
     ResidualReconstruction,
     Subset,
     SubsetFamily,
@@ -55,8 +55,8 @@ from ektelo_ng.operators.residual import (
     cell_variance,
     normalize_subset,
 )
-from ektelo_ng.operators.selection import residual_hosts as hosting
-from ektelo_ng.operators.selection.strategy import Strategy
+from . import residual_hosts as hosting
+from .strategy import Strategy
 
 LossFunction = Callable[[np.ndarray], tuple[float, np.ndarray]]
 Loss = Union[Literal["sum", "max"], LossFunction]

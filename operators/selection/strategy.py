@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 
-from ektelo_ng.operators.measurement import NoiseKind
+from ..measurement import NoiseKind
 
 Noise = NoiseKind
 

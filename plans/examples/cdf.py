@@ -12,14 +12,14 @@ The AHP partition is rebuilt from vetted operators: a Laplace measurement of the
 
 from __future__ import annotations
 
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.kernel.matrix import Identity, Matrix
-from ektelo_ng.operators.predicates import attr
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.estimate import VectorEstimate
-from ektelo_ng.operators.inference import ahp_threshold, nnls
-from ektelo_ng.operators.partition import ahp_cluster
-from ektelo_ng.plans.common import BudgetLike, epsilon_of
+from ...operators.client import Handle
+from ...kernel.matrix import Identity, Matrix
+from ...operators.predicates import attr
+from ...operators import measure
+from ...operators.estimate import VectorEstimate
+from ...operators.inference import ahp_threshold, nnls
+from ...operators.partition import ahp_cluster
+from ..common import BudgetLike, epsilon_of
 
 
 def plan(source: Handle, workload: Matrix | None, budget: BudgetLike) -> VectorEstimate:

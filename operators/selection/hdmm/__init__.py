@@ -7,10 +7,10 @@ marginals). Strategies report their exact expected error at unit noise, the SVD 
 reconstruct least-squares estimates from noisy answers.
 """
 
-from ektelo_ng.operators.selection.hdmm.kron import opt_0, opt_kron, opt_plus
-from ektelo_ng.operators.selection.hdmm.opt0 import PIdentity
-from ektelo_ng.operators.selection.hdmm.select import hdmm, identity_strategy, opt_hdmm, opt_marginals
-from ektelo_ng.operators.selection.hdmm.strategies import HDMMStrategy, KroneckerStrategy, MarginalStrategy, UnionStrategy
+from .kron import opt_0, opt_kron, opt_plus
+from .opt0 import PIdentity
+from .select import hdmm, identity_strategy, opt_hdmm, opt_marginals
+from .strategies import HDMMStrategy, KroneckerStrategy, MarginalStrategy, UnionStrategy
 
 __all__ = [
     "HDMMStrategy", "KroneckerStrategy", "MarginalStrategy", "PIdentity", "UnionStrategy", "hdmm",

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Intervals, Matrix
-from ektelo_ng.operators.selection.hdmm.gram import Gram, Term
-from ektelo_ng.operators.selection.hdmm.opt0 import factor_error, row_errors
-from ektelo_ng.operators.selection.strategy import Noise
-from ektelo_ng.operators.specs import to_spec
+from ....kernel.matrix import Intervals, Matrix
+from .gram import Gram, Term
+from .opt0 import factor_error, row_errors
+from ..strategy import Noise
+from ...specs import to_spec
 
 
 def _is_row_interval(block: Matrix) -> bool:

@@ -17,8 +17,8 @@ from functools import cached_property
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Identity, Intervals, Kronecker, Matrix, Ones, Ranges, VStack, Weighted
-from ektelo_ng.operators.algebra import gram
+from ....kernel.matrix import Identity, Intervals, Kronecker, Matrix, Ones, Ranges, VStack, Weighted
+from ...algebra import gram
 
 #: One product of a union workload: (weight w_j, (W_1^(j), ..., W_d^(j))).
 Term = tuple[float, tuple[Matrix, ...]]

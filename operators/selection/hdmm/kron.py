@@ -18,12 +18,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Identity, Kronecker, Matrix
-from ektelo_ng.operators.selection.hdmm.blocks import AttributeBlocks
-from ektelo_ng.operators.selection.hdmm.gram import Gram, Term, product_terms
-from ektelo_ng.operators.selection.hdmm.opt0 import optimize_factor
-from ektelo_ng.operators.selection.hdmm.strategies import KroneckerStrategy, UnionStrategy, noise_constant
-from ektelo_ng.operators.selection.strategy import Noise
+from ....kernel.matrix import Identity, Kronecker, Matrix
+from .blocks import AttributeBlocks
+from .gram import Gram, Term, product_terms
+from .opt0 import optimize_factor
+from .strategies import KroneckerStrategy, UnionStrategy, noise_constant
+from ..strategy import Noise
 
 #: Block-coordinate passes over the attributes, and the relative improvement that ends them.
 PASSES = 8

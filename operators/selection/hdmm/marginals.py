@@ -29,9 +29,9 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.optimize import Bounds, minimize
 
-from ektelo_ng.kernel.matrix.threads import single_threaded_blas
-from ektelo_ng.operators.selection.hdmm.gram import Gram, Term
-from ektelo_ng.operators.selection.strategy import Noise
+from ....kernel.matrix.threads import single_threaded_blas
+from .gram import Gram, Term
+from ..strategy import Noise
 
 MAXITER = 1000
 

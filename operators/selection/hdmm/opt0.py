@@ -34,12 +34,12 @@ import scipy.linalg
 import scipy.linalg.blas
 from scipy.optimize import Bounds, minimize
 
-from ektelo_ng.kernel.matrix import Dense, Diagonal, HStack, Identity, Intervals, Matrix, Ones, Product, Total, VStack
-from ektelo_ng.kernel.matrix.threads import single_threaded_blas
-from ektelo_ng.operators import algebra
-from ektelo_ng.operators.linalg import gram_inverse_root
-from ektelo_ng.operators.selection.hdmm.gram import Gram
-from ektelo_ng.operators.selection.strategy import Noise
+from ....kernel.matrix import Dense, Diagonal, HStack, Identity, Intervals, Matrix, Ones, Product, Total, VStack
+from ....kernel.matrix.threads import single_threaded_blas
+from ... import algebra
+from ...linalg import gram_inverse_root
+from .gram import Gram
+from ..strategy import Noise
 
 #: L-BFGS-B iteration caps (the optimizers stop earlier on their tolerance).
 LAPLACE_MAXITER = 1000

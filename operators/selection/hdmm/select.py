@@ -9,18 +9,18 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Identity, Matrix
-from ektelo_ng.operators.selection.hdmm import marginals as marg
-from ektelo_ng.operators.selection.hdmm.gram import product_terms
-from ektelo_ng.operators.selection.hdmm.kron import opt_0, opt_kron, opt_plus
-from ektelo_ng.operators.selection.hdmm.strategies import (
+from ....kernel.matrix import Identity, Matrix
+from . import marginals as marg
+from .gram import product_terms
+from .kron import opt_0, opt_kron, opt_plus
+from .strategies import (
     MAX_LATTICE_ATTRIBUTES,
     HDMMStrategy,
     KroneckerStrategy,
     MarginalStrategy,
     noise_constant,
 )
-from ektelo_ng.operators.selection.strategy import Noise
+from ..strategy import Noise
 
 #: OPT_HDMM also runs OPT_0 on the whole (flattened) domain up to this many cells.
 OPT0_MAX_CELLS = 1024

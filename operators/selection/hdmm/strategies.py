@@ -16,15 +16,15 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsmr
 
-from ektelo_ng.kernel.matrix import Kronecker, Matrix, VStack
-from ektelo_ng.operators.matrices import Marginals
-from ektelo_ng.operators.algebra import pinv
-from ektelo_ng.operators.selection.hdmm import marginals as marg
-from ektelo_ng.operators.selection.hdmm.blocks import AttributeBlocks
-from ektelo_ng.operators.selection.hdmm.gram import Term, is_identity_or_total, product_terms
-from ektelo_ng.operators.measurement import Measurement
-from ektelo_ng.operators.selection.linear import LinearStrategy
-from ektelo_ng.operators.selection.strategy import Noise
+from ....kernel.matrix import Kronecker, Matrix, VStack
+from ...matrices import Marginals
+from ...algebra import pinv
+from . import marginals as marg
+from .blocks import AttributeBlocks
+from .gram import Term, is_identity_or_total, product_terms
+from ...measurement import Measurement
+from ..linear import LinearStrategy
+from ..strategy import Noise
 
 #: Lattices up to this many attributes get the closed-form marginal SVD bound.
 MAX_LATTICE_ATTRIBUTES = 26
@@ -52,7 +52,7 @@ def workload_svd_bound(W: Matrix, noise: Noise) -> float:
         lattice = marg.Lattice([f.shape[1] for f in terms[0][1]])
         kappa_w = lattice.Y(marg.marginal_approximation(terms, lattice))
         return noise_constant(noise) * marg.svd_bound(kappa_w, lattice)
-    from ektelo_ng.operators.error import svd_bound  # late: operators.error imports operators.selection
+    from ...error import svd_bound  # late: operators.error imports operators.selection
 
     return svd_bound(W, noise)
 

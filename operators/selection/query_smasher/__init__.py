@@ -14,8 +14,8 @@ from typing import Union
 
 import numpy as np
 
-from ektelo_ng.operators.domains import DomainLike, as_domain
-from ektelo_ng.operators.selection.query_smasher.classes import (
+from ...domains import DomainLike, as_domain
+from .classes import (
     CLASSES,
     QueryClass,
     abs_queries,
@@ -25,11 +25,11 @@ from ektelo_ng.operators.selection.query_smasher.classes import (
     query_class_workload,
     random_queries,
 )
-from ektelo_ng.operators.selection.query_smasher.decompose import GramStore, QueryMatrix, as_entry, decompose
-from ektelo_ng.kernel.matrix.threads import single_threaded_blas
-from ektelo_ng.operators.selection.query_smasher.select import Solver, select_solutions
-from ektelo_ng.operators.selection.query_smasher.strategy import QueryReconstruction, QuerySmasherEstimate, QuerySmasherStrategy
-from ektelo_ng.operators.selection.residual_planner import BudgetLike
+from .decompose import GramStore, QueryMatrix, as_entry, decompose
+from ....kernel.matrix.threads import single_threaded_blas
+from .select import Solver, select_solutions
+from .strategy import QueryReconstruction, QuerySmasherEstimate, QuerySmasherStrategy
+from ..residual_planner import BudgetLike
 
 __all__ = [
     "CLASSES", "QueryClass", "QueryReconstruction", "QuerySmasherEstimate", "QuerySmasherStrategy", "abs_queries", "affine_queries",

@@ -20,9 +20,9 @@ from typing import Literal
 
 import numpy as np
 
-from ektelo_ng.operators.domains import DomainLike, as_domain
-from ektelo_ng.kernel.matrix import AllRange, Dense, Identity, Kronecker, Matrix
-from ektelo_ng.operators.matrices import Prefix
+from ...domains import DomainLike, as_domain
+from ....kernel.matrix import AllRange, Dense, Identity, Kronecker, Matrix
+from ...matrices import Prefix
 
 QueryClass = Literal["marginal", "prefix", "range", "circular", "affine", "abs", "random"]
 CLASSES = ("marginal", "prefix", "range", "circular", "affine", "abs", "random")

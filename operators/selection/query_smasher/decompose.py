@@ -32,9 +32,9 @@ from typing import Union
 import numpy as np
 import scipy.sparse as sp
 
-from ektelo_ng.kernel.domain import Domain
-from ektelo_ng.kernel.matrix import Kronecker, Matrix, Sparse, VStack, Weighted
-from ektelo_ng.operators import algebra
+from ....kernel.domain import Domain
+from ....kernel.matrix import Kronecker, Matrix, Sparse, VStack, Weighted
+from ... import algebra
 
 Subset = tuple[int, ...]
 QueryMatrix = Union[Matrix, np.ndarray]

@@ -35,8 +35,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ektelo_ng.operators.linalg import preconditioned_cg
-from ektelo_ng.operators.selection.query_smasher.solutions import DenseSolution
+from ...linalg import preconditioned_cg
+from .solutions import DenseSolution
 
 #: Eigenvalues of G below this fraction of the largest count as zero (outside the range).
 RANK_TOL = 1e-10

@@ -28,14 +28,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Identity, Kronecker, Matrix, Product, Total, VStack, Weighted
-from ektelo_ng.operators.client import Handle
-from ektelo_ng.operators.measurement import Measurement
-from ektelo_ng.operators.privacy import split_amount
-from ektelo_ng.operators.residual import SubsetFamily
-from ektelo_ng.operators.selection.query_smasher.decompose import Subset
-from ektelo_ng.operators.selection.query_smasher.solutions import KronSolution, SubSolution
-from ektelo_ng.operators.selection.residual_hosts import DEFAULT_HOST_CELLS, Host, assign_hosts, plan_hosts
+from ....kernel.matrix import Identity, Kronecker, Matrix, Product, Total, VStack, Weighted
+from ...client import Handle
+from ...measurement import Measurement
+from ...privacy import split_amount
+from ...residual import SubsetFamily
+from .decompose import Subset
+from .solutions import KronSolution, SubSolution
+from ..residual_hosts import DEFAULT_HOST_CELLS, Host, assign_hosts, plan_hosts
 
 
 # ---------------------------------------------------------------------------------------

@@ -26,18 +26,18 @@ from typing import Literal
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix.threads import single_threaded_blas
+from ....kernel.matrix.threads import single_threaded_blas
 
-from ektelo_ng.operators.residual import residual_pcost
-from ektelo_ng.operators.selection.query_smasher.decompose import GramStore, Parts, Subset, Subworkload, canonical_key
-from ektelo_ng.operators.selection.query_smasher.exact import solve_exact
-from ektelo_ng.operators.selection.query_smasher.solutions import (
+from ...residual import residual_pcost
+from .decompose import GramStore, Parts, Subset, Subworkload, canonical_key
+from .exact import solve_exact
+from .solutions import (
     DenseSolution,
     KronSolution,
     SubSolution,
     centered_basis_solution,
 )
-from ektelo_ng.operators.selection.query_smasher.wff import FourierSolution, fourier_weights
+from .wff import FourierSolution, fourier_weights
 
 Solver = Literal["exact", "wff", "residual"]
 

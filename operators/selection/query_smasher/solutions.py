@@ -23,8 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from ektelo_ng.kernel.matrix import Dense, Kronecker, Matrix, Product, Sparse
-from ektelo_ng.operators.residual import sub_matrix
+from ....kernel.matrix import Dense, Kronecker, Matrix, Product, Sparse
+from ...residual import sub_matrix
 
 
 class SubSolution(ABC):

@@ -18,18 +18,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ektelo_ng.kernel.domain import Domain
-from ektelo_ng.kernel.matrix import Matrix
-from ektelo_ng.operators import measure
-from ektelo_ng.operators.marginal_estimate import MarginalEstimate
-from ektelo_ng.operators.measurement import Measurement
-from ektelo_ng.operators.residual import ResidualReconstruction, SubsetFamily, SubsetNormalizer, residual_answers
-from ektelo_ng.operators.selection.query_smasher import hosts as hosting
-from ektelo_ng.operators.selection.residual_hosts import count_hosts
-from ektelo_ng.operators.selection.query_smasher.decompose import Entry, Subset, subqueries
-from ektelo_ng.operators.selection.query_smasher.solutions import SubSolution
-from ektelo_ng.operators.selection.residual_planner import BudgetLike, as_pcost
-from ektelo_ng.operators.selection.strategy import Strategy
+from ....kernel.domain import Domain
+from ....kernel.matrix import Matrix
+from ... import measure
+from ...marginal_estimate import MarginalEstimate
+from ...measurement import Measurement
+from ...residual import ResidualReconstruction, SubsetFamily, SubsetNormalizer, residual_answers
+from . import hosts as hosting
+from ..residual_hosts import count_hosts
+from .decompose import Entry, Subset, subqueries
+from .solutions import SubSolution
+from ..residual_planner import BudgetLike, as_pcost
+from ..strategy import Strategy
 
 #: Dense query rows materialised at once (float64 entries) when computing variances.
 _CHUNK_ENTRIES = 1 << 22

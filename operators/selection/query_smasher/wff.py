@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Dense, Matrix
-from ektelo_ng.operators.selection.query_smasher.solutions import SubSolution
+from ....kernel.matrix import Dense, Matrix
+from .solutions import SubSolution
 
 #: Fourier weights below this fraction of the largest are treated as zero (not measured).
 ZERO_TOL = 1e-12
