@@ -169,12 +169,17 @@ def zcdp_for_approx_dp(epsilon: float, delta: float) -> ZCDP:
     :func:`zcdp_to_approx_dp`: the zCDP budget a kernel can spend when the release must be (epsilon, delta)-DP."""
     eps = _positive("epsilon", epsilon)
     _probability("delta", delta)
-    low = eps * eps / (400 * math.log(1 / delta))  # epsilon(low) < 2 sqrt(low log(1/delta)) + low < eps
-    rho = brentq(lambda r: zcdp_to_approx_dp(r, delta) - eps, low, eps, xtol=low * 1e-6, rtol=1e-12)
-    while zcdp_to_approx_dp(rho, delta) > eps:  # brentq's root may sit a hair above: step below it
-        rho *= 1 - 1e-12
+    # epsilon(rho) <= rho + 2 sqrt(rho L), L = log(1/delta): below eps at low = eps^2 / (400 L) (then 2 sqrt(low L)
+    # = eps / 10) when eps <= 100 L, and at low = eps / 4 (then L < eps / 100) otherwise
+    low = min(eps * eps / (400 * math.log(1 / delta)), eps / 4)
+    if not low >= 1e-20:  # the kernel's amounts stop at exponent -20
+        raise ValueError(f"epsilon = {epsilon} with delta = {delta} leaves a zCDP budget below 1e-20")
+    rho = brentq(lambda r: zcdp_to_approx_dp(r, delta) - eps, low, eps, xtol=low * 1e-14, rtol=1e-12)
+    step = 1e-12
+    while zcdp_to_approx_dp(rho, delta) > eps:  # brentq's root may sit a hair above: step below it, doubling
+        rho, step = max(rho * (1 - step), low), 2 * step
     readable = Fraction(rho).limit_denominator(10**12)
-    return ZCDP(readable if zcdp_to_approx_dp(float(readable), delta) <= eps else Fraction(rho))
+    return ZCDP(readable if readable > 0 and zcdp_to_approx_dp(float(readable), delta) <= eps else Fraction(rho))
 
 
 # ----------------------------------------------------------------------------- Gaussian mechanism

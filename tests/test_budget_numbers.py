@@ -286,7 +286,8 @@ def test_operators_use_only_public_kernel_names():
     assert math.lcm(*range(1, 65)) * 2**120 * 10**EXPONENT_LIMIT == AMOUNT_GRID
 
 
-@pytest.mark.parametrize("epsilon, delta", [(1.0, 1e-9), (0.1, 1e-6), (8.0, 1e-5), (0.01, 1e-12)])
+@pytest.mark.parametrize("epsilon, delta", [(1.0, 1e-9), (0.1, 1e-6), (8.0, 1e-5), (0.01, 1e-12), (1e5, 1e-9),
+                                            (1e-6, 1e-9)])
 def test_the_zcdp_budget_for_an_epsilon_delta_is_the_largest_that_converts_back_within_it(epsilon, delta):
     from ektelo_ng.operators.privacy import zcdp_for_approx_dp, zcdp_to_approx_dp
 

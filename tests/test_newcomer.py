@@ -136,7 +136,8 @@ def test_dpbench_without_matplotlib_fails_before_the_replay_and_its_table_has_a_
 
 @pytest.mark.parametrize("option, value, words", [
     ("--budget", "pcost=abc", ["pcost=abc"]), ("--budget", "rho=0", ["rho=0"]),
-    ("--budget", "epsilon=1e-300,delta=1e-9", ["1e-6 <= epsilon"]), ("--domain", "age=16,age=8", ["own"]),
+    ("--budget", "epsilon=1e-300,delta=1e-9", ["epsilon=1e-300,delta=1e-9", "below 1e-20"]),
+    ("--budget", "epsilon=2,delta=2", ["delta"]), ("--domain", "age=16,age=8", ["own"]),
     ("--domain", "=3", ["=3"]), ("--domain", "bad.json", ["bad.json"]), ("--marginals", ";", ["empty marginal"]),
 ])
 def test_each_bad_spelling_names_what_it_could_not_read(folder, option, value, words):
