@@ -552,3 +552,58 @@ def test_many_histograms_of_a_filtered_table_are_refused_by_their_passes(remote)
             "kind"] == "sources"
     finally:
         a.close()
+
+
+def test_structure_first_work_is_the_triangle_its_dynamic_program_computes(remote):
+    """The work limit counts (n + 1)(n + 257) / 2 pairs per bucket: with a limit of 10^6 on 200 cells, 21 buckets
+    (964,498 steps) are measured and 22 (1,010,427) refused at once, naming the limit, with nothing charged."""
+    counts = np.random.default_rng(0).integers(0, 9, 200)
+    kernel = Kernel(load_table({"a": np.repeat(np.arange(200), counts)}, Domain.from_sizes([200], names=["a"])),
+                    PureDP(2), limits=Limits(work=10**6))
+    a = Analyst(kernel, remote)
+    try:
+        x = a.vector()
+        refused = a.send({"op": "structure_first", "source": x, "epsilon": "1", "buckets": 22, "bound": 10.0})
+        assert refused["kind"] == "error" and "limit" in refused["message"], refused
+        assert Fraction(a.spent()["epsilon"]) == 0
+        taken = a.send({"op": "structure_first", "source": x, "epsilon": "1", "buckets": 21, "bound": 10.0})
+        assert taken["kind"] == "splits" and len(taken["indices"]) == 20, taken
+        assert Fraction(a.spent()["epsilon"]) == 1
+    finally:
+        a.close()
+
+
+@pytest.mark.parametrize("bound", [1e-300, 5e-324, 1e300, 1.7e308])
+def test_structure_first_at_the_float_limits_of_its_bound_behaves_alike_on_neighbours(remote, bound):
+    """A bound near the float limits: either refused before the charge on both neighbours alike (scores that
+    could overflow), or answered on both with the same charge; never a data-dependent failure."""
+    counts = [0, 3, 7, 7, 1, 0, 9, 2]
+
+    def send(a):
+        return a.send({"op": "structure_first", "source": a.vector(), "epsilon": "1/2", "buckets": 3, "bound": bound})
+
+    (first, spent_first), (second, spent_second) = neighbour_replies(counts, 6, send, PureDP(1), remote)
+    assert first["kind"] == second["kind"] and spent_first == spent_second, (first, second)
+    if first["kind"] == "error":
+        assert first["message"] == second["message"] and Fraction(spent_first["epsilon"]) == 0
+    else:
+        assert first["kind"] == "splits" and Fraction(spent_first["epsilon"]) == Fraction(1, 2)
+
+
+def test_structure_first_holds_no_more_than_its_sse_table():
+    """Memory of one request: the (n + 1)^2 table of SSE costs, the bucket levels and a few 256-row blocks
+    (interval_sse's temporaries): nothing quadratic besides the table (a second one would break the bound)."""
+    import tracemalloc
+
+    n, buckets = 1024, 103  # DPBench's k = ceil(n / 10)
+    a = analyst(np.random.default_rng(1).integers(0, 50, n))
+    try:
+        x = a.vector()
+        tracemalloc.start()
+        reply = a.send({"op": "structure_first", "source": x, "epsilon": "1", "buckets": buckets, "bound": 1e4})
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert reply["kind"] == "splits"
+        assert peak < 8 * ((n + 1) ** 2 + buckets * (n + 1) + 6 * 256 * (n + 1)) + 2**20, peak
+    finally:
+        a.close()
