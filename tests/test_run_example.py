@@ -27,7 +27,7 @@ def people(tmp_path):
 
 
 def run(folder, epsilon, out):
-    return main(["run", "plans/examples/cdf.py", "--table", str(folder / "people.csv"), "--domain",
+    return main(["run", "examples/cdf.py", "--table", str(folder / "people.csv"), "--domain",
                  str(folder / "people.json"), "--budget", f"epsilon={epsilon}", "--workload", "prefix:64",
                  "--seed", "3", "--out", str(out)])
 
@@ -51,6 +51,6 @@ def test_cdf_example_is_accurate_when_noise_is_small(people, tmp_path):
 
 
 def test_run_explains_missing_inputs(tmp_path, capsys):
-    assert main(["run", "plans/examples/cdf.py", "--budget", "epsilon=1"]) == 2
+    assert main(["run", "examples/cdf.py", "--budget", "epsilon=1"]) == 2
     assert "--table and --domain" in capsys.readouterr().err
     assert main(["run", str(tmp_path / "nope.py"), "--budget", "epsilon=1"]) == 2
