@@ -28,7 +28,7 @@ import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import lsmr
 
-from ..kernel.matrix import Identity, Kronecker, Matrix, VStack, Weighted
+from ..kernel.matrix import Identity, Intervals, Kronecker, Matrix, VStack, Weighted
 from ..kernel.matrix.threads import single_threaded_blas
 from .algebra import rows
 from .linalg import explicit_sparse, gram_inverse_root
@@ -121,7 +121,10 @@ class LeastSquaresCovariance:
             return None
         diagonal = np.ones(1)
         for factor, pinv in zip(factors, pinvs):
-            part = np.concatenate([np.sum(b * (pinv @ b.T).T, axis=1) for b in _row_blocks(factor)])
+            if isinstance(factor, Intervals):
+                part = interval_variances(pinv, factor.lo, factor.hi)
+            else:
+                part = np.concatenate([np.sum(b * (pinv @ b.T).T, axis=1) for b in _row_blocks(factor)])
             diagonal = np.multiply.outer(diagonal, part).ravel()
         return scale * diagonal
 
@@ -136,6 +139,16 @@ class LeastSquaresCovariance:
         with single_threaded_blas():
             for block in _row_blocks(W):
                 yield np.stack([lsmr(transpose, w, atol=1e-12, btol=1e-12, maxiter=20 * self.size)[0] for w in block])
+
+
+def interval_variances(covariance: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``Var(x[lo..hi].sum())`` for each interval, from the 2-D cumulative sums of ``covariance``: O(n^2 + rows)
+    instead of O(n^2) per row (all 8 million ranges of 4,096 cells in seconds)."""
+    n = covariance.shape[0]
+    cumulative = np.zeros((n + 1, n + 1))
+    np.cumsum(np.cumsum(covariance, axis=0), axis=1, out=cumulative[1:, 1:])
+    a, b = np.asarray(lo), np.asarray(hi) + 1
+    return cumulative[b, b] - cumulative[a, b] - cumulative[b, a] + cumulative[a, a]
 
 
 def kronecker_gram_pinvs(measurements: Sequence) -> tuple[float, list[np.ndarray]] | None:

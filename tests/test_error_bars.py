@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ektelo_ng.kernel.matrix import Dense, Identity, Kronecker, Total, VStack
+from ektelo_ng.kernel.matrix import AllRange, Dense, Identity, Intervals, Kronecker, Total, VStack
 from ektelo_ng.operators import covariance
 from ektelo_ng.operators.estimate import VectorEstimate
 from ektelo_ng.operators.inference import least_squares
@@ -83,6 +83,15 @@ def test_kronecker_path_matches_dense_on_a_kronecker_workload():
     cov = covariance.LeastSquaresCovariance(m, 60)
     assert cov.method == "kronecker"
     np.testing.assert_allclose(cov.variances(W), dense_variances(m, W), rtol=1e-9)
+
+
+def test_interval_factors_take_the_cumulative_sum_path_and_match_dense():
+    A = classic.hb((40,)).matrix
+    lo = np.array([0, 3, 17, 39, 0])
+    m = [measured(A, 1.3)]
+    for W in (AllRange(40), Intervals(40, lo, np.array([39, 3, 30, 39, 0])), Kronecker([AllRange(40)])):
+        np.testing.assert_allclose(covariance.LeastSquaresCovariance(m, 40).variances(W), dense_variances(m, W),
+                                   rtol=1e-9)
 
 
 def test_kronecker_path_with_a_workload_without_that_structure():
