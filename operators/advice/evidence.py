@@ -4,8 +4,9 @@ Data-independent strategies have exact error formulas, data-dependent plans (DAW
 none: their error depends on the data. What the advice can say about them is what the project's DPBench
 replay measured, shipped as ``dpbench_evidence.json`` (written by ``benchmarks/build_evidence.py``, whose
 header names the replays): per setting and dataset, each algorithm's L2 error relative to Identity's.
-The scale N and epsilon enter the error of these plans almost only through N x epsilon (the signal to
-noise ratio), so the evidence is looked up by that product.
+DPBench found that the scale N and epsilon act on these plans' relative error almost only through their
+product (scale-epsilon exchangeability), so the evidence is looked up by N x epsilon; the replays behind
+the shipped table ran epsilon 0.1 only, so N x epsilon 1e2 stands for N = 1,000 at epsilon 0.1.
 """
 
 from __future__ import annotations
