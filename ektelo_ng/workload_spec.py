@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable
+from pathlib import Path
 
-from ektelo_ng.kernel.matrix import Matrix
+import numpy as np
+
+from ektelo_ng.grammar import parse_domain, parse_marginals
+from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.matrix import Dense, Matrix
 from ektelo_ng.operators import workload as wl
+from ektelo_ng.operators.selection.hdmm.gram import product_terms
+from ektelo_ng.operators.selection.query_smasher.classes import CLASSES, circular_ranges, class_queries
 
 
 def _sizes(text: str) -> list[int]:
@@ -34,3 +43,89 @@ def parse_workload(text: str) -> Matrix:
         return build(*args)
     except (TypeError, ValueError) as error:
         raise ValueError(f"cannot read workload {text!r} (expected {form}): {error}") from None
+
+
+# ---- workload files: queries on marginals, for ``ektelo-ng advise`` ------------------------------
+
+FILE_HELP = (
+    "a JSON or YAML file {domain: {name: size, ...}, workload: [item, ...]} whose items are "
+    "{marginals: kway:K | upto:K | 'a,b;c'}, {attributes: [a, b], queries: CLASS} (CLASS: marginal, prefix, range, "
+    "circular, affine or abs on the whole set), {attributes: [a, b], queries: {a: KIND, b: KIND}} (KIND per attribute: "
+    "identity, total, prefix, range, circular, width:W) or {attributes: [a], matrix: [[row], ...]} (rows over the "
+    "marginal's cells), each with an optional weight on its variance"
+)
+_PER_ATTRIBUTE: dict[str, Callable[..., Matrix]] = {
+    "identity": wl.Identity, "marginal": wl.Identity, "total": wl.Total, "prefix": wl.Prefix, "range": wl.AllRange,
+    "circular": circular_ranges, "width": lambda n, w: wl.WidthRange(n, int(w)),
+}
+
+
+def read_workload_file(path: Path) -> tuple[Domain, list, list[float]]:
+    """A workload file (:data:`FILE_HELP`) as a domain, ``[(attributes, matrix)]`` items and their weights."""
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ValueError(f"cannot read the workload file {path}: {error}") from None
+    if path.suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise ImportError(f"{path} is YAML: install PyYAML (pip install -e \".[yaml]\") or write JSON") from None
+        spec = yaml.safe_load(text)
+    else:
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not JSON ({error}); a workload file is {FILE_HELP}") from None
+    if not isinstance(spec, dict) or not {"domain", "workload"} <= set(spec) or not isinstance(spec["workload"], list):
+        raise ValueError(f"{path}: a workload file is {FILE_HELP}")
+    domain = Domain.from_dict(spec["domain"]) if isinstance(spec["domain"], dict) else parse_domain(spec["domain"])
+    items, weights = [], []
+    for number, entry in enumerate(spec["workload"], 1):
+        try:
+            found = _items(entry, domain)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{path}: workload item {number} ({entry!r}): {error}") from None
+        weight = float(entry.get("weight", 1.0))
+        if not (math.isfinite(weight) and weight > 0):
+            raise ValueError(f"{path}: workload item {number}: weight must be positive, got {entry.get('weight')!r}")
+        items += found
+        weights += [weight] * len(found)
+    if not items:
+        raise ValueError(f"{path}: the workload has no items; a workload file is {FILE_HELP}")
+    return domain, items, weights
+
+
+def _items(entry: dict, domain: Domain) -> list:
+    if not isinstance(entry, dict):
+        raise TypeError("each item is an object: {marginals: ...}, {attributes: ..., queries: ...} or "
+                        "{attributes: ..., matrix: ...}")
+    if "marginals" in entry:
+        return [(subset, wl.Identity(math.prod(domain.sizes[a] for a in subset) if subset else 1))
+                for subset in parse_marginals(str(entry["marginals"]), domain)]
+    attributes = entry["attributes"]
+    attributes = [attributes] if isinstance(attributes, (str, int)) else list(attributes)
+    sizes = [domain.sizes[i] for i in domain.indices(attributes)]
+    if "matrix" in entry:
+        return [(attributes, Dense(np.array(entry["matrix"], dtype=np.float64, ndmin=2)))]
+    queries = entry["queries"]
+    if isinstance(queries, str):
+        if queries not in CLASSES or queries == "random":
+            raise ValueError(f"unknown query class {queries!r}; use one of {', '.join(c for c in CLASSES if c != 'random')}")
+        return [(attributes, class_queries(queries, tuple(sizes)))]
+    unknown = set(queries) - set(attributes)
+    if unknown:
+        raise ValueError(f"queries name {sorted(unknown)}, which are not among the item's attributes {attributes}")
+    blocks = []
+    for name, n in zip(attributes, sizes):
+        kind, *args = str(queries.get(name, "identity")).split(":")
+        if kind not in _PER_ATTRIBUTE:
+            raise ValueError(f"unknown query kind {kind!r} for {name}; use one of {', '.join(_PER_ATTRIBUTE)}")
+        blocks.append(_PER_ATTRIBUTE[kind](n, *args))
+    return [(attributes, blocks[0] if len(blocks) == 1 else wl.Kronecker(blocks))]
+
+
+def domain_of(W: Matrix) -> Domain:
+    """The attribute sizes a shorthand workload's matrix is laid out over (one attribute for a 1-D workload)."""
+    terms = product_terms(W)
+    return Domain.from_sizes([f.shape[1] for f in terms[0][1]])

@@ -103,6 +103,27 @@ def pure_to_zcdp(epsilon: PureDP | Amount) -> Fraction:
     return eps * eps / 2
 
 
+def epsilon_within_zcdp(rho: ZCDP | Amount, digits: int = 15) -> Fraction:
+    """The largest epsilon (to ``digits`` decimals, never above) whose Laplace charge in a zCDP session,
+    epsilon^2 / 2, fits in ``rho``: what a pure-DP strategy may spend of a zCDP budget."""
+    r = _budget_amount("rho", rho, ZCDP)
+    scale = 10**digits
+    return Fraction(math.isqrt(2 * r.numerator * scale * scale // r.denominator), scale)
+
+
+def noise_budget(noise: str, budget: PureDP | ZCDP) -> PureDP | ZCDP:
+    """The budget a strategy measuring with ``noise`` spends out of ``budget``: Laplace takes a pure epsilon
+    (all of a PureDP, or :func:`epsilon_within_zcdp` of a ZCDP); Gaussian needs zCDP."""
+    if noise == "laplace":
+        return budget if isinstance(budget, PureDP) else PureDP(epsilon_within_zcdp(budget))
+    if noise != "gaussian":
+        raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
+    if not isinstance(budget, ZCDP):
+        raise ValueError("Gaussian noise cannot satisfy pure epsilon-DP: give a zCDP budget (rho=...) or "
+                         "(epsilon, delta)")
+    return budget
+
+
 def zcdp_to_approx_dp_classic(rho: ZCDP | Amount, delta: float) -> float:
     """The classic bound eps = rho + 2 sqrt(rho log(1/delta)) (Bun & Steinke 2016, Prop. 1.3); looser."""
     r = _budget_float("rho", rho, ZCDP)

@@ -35,8 +35,9 @@ def register(subcommands) -> None:
             "holds the data unless --in-process is given."
         ),
     )
-    parser.add_argument("plan", type=Path, help="Python file defining plan(source, workload, budget), or the name of a "
-                        "plan of the catalog (HB, DAWA, ...: ektelo-ng dpbench --help lists them)")
+    parser.add_argument("plan", type=Path, help="Python file defining plan(source, workload, budget), the name of a "
+                        "plan of the catalog (HB, DAWA, ...: ektelo-ng dpbench --help lists them), or a strategy "
+                        "saved by 'ektelo-ng advise --out ADVICE.json' (measured on its own workload by default)")
     parser.add_argument("--table", type=Path, help="CSV or Parquet table (with --domain)")
     parser.add_argument("--backend", choices=BACKENDS, default="numpy",
                         help="who reads the table: numpy (into the kernel's memory, the default), duckdb or spark")
@@ -57,7 +58,12 @@ def register(subcommands) -> None:
 
 
 def load_plan(path: Path):
-    """A plan script's ``plan`` function, or a plan of the catalog by name (with its default parameters)."""
+    """A plan script's ``plan`` function, a plan of the catalog by name (with its default parameters), or a saved
+    advice (the Advised plan on that file)."""
+    if path.suffix == ".json" and path.is_file():
+        from ektelo_ng.plans import catalog
+
+        return lambda source, workload, budget: catalog["Advised"](source, workload, budget, advice=path)
     if not path.is_file():
         from ektelo_ng.plans import catalog, info
 

@@ -21,6 +21,9 @@ from importlib import resources
 from numbers import Integral, Real
 
 TABLE = "dpbench_evidence.json"
+#: Plans that choose nothing from the data but whose error is a bias that depends on it: they are compared
+#: with the data-dependent plans, not offered as the data-independent baseline.
+BIASED = frozenset({"Uniform"})
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,7 @@ def evidence(dims: int, cells: int, n_eps: float, shape: str | None = None) -> l
         names = tuple(sorted(by_dataset))
         values = tuple(_geomean([r for r, _ in by_dataset[d]]) for d in names)
         rows.append(Evidence(
-            algorithm=algorithm, data_dependent=table()["data_dependent"][algorithm], dims=dims, cells=int(cells),
+            algorithm=algorithm, data_dependent=table()["data_dependent"][algorithm] or algorithm in BIASED, dims=dims, cells=int(cells),
             domain=domain, workload=settings[0]["workload"], n_eps=float(n_eps), n_eps_used=used,
             typical=_geomean(values), low=min(values), high=max(values), datasets=names, by_dataset=values,
             trials=min(t for d in names for _, t in by_dataset[d]), shape=shape,

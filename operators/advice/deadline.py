@@ -1,0 +1,102 @@
+"""Run jobs in a child process that is killed when a job overruns its deadline.
+
+A selector is ordinary Python calling numpy: it cannot be interrupted from inside, and a thread cannot be
+stopped. So the advisor runs each selector in one worker process (started with ``spawn``: no copy of the
+caller's threads or locks), waits for its answer at most until the deadline, and on overrun kills the
+worker and starts a fresh one for the next job. A job that runs out of memory fails alone: the worker
+limits its own address space.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of a job: ``status`` is ``"ok"`` (``value`` set), ``"error"`` or ``"timeout"`` (``reason``)."""
+
+    status: str
+    value: Any = None
+    reason: str = ""
+    seconds: float = 0.0
+
+
+def _serve(connection, memory_limit: int | None) -> None:
+    """The worker's loop: run each (function, args) it receives and send back its outcome."""
+    if memory_limit:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    while True:
+        job = connection.recv()
+        function, args = job
+        try:
+            connection.send(("ok", function(*args), ""))
+        except MemoryError:
+            connection.send(("error", None, f"needs more than the memory limit of {memory_limit / 2**30:.3g} GiB"))
+        except Exception as error:  # reported, not raised: one selector's failure is one row of the advice
+            connection.send(("error", None, f"{type(error).__name__}: {error}"))
+
+
+class Worker:
+    """One child process running jobs in turn; ``run`` returns an Outcome and never waits past its deadline."""
+
+    def __init__(self, memory_limit: int | None = None):
+        self.memory_limit = memory_limit
+        self._process = None
+        self._connection = None
+        self.last_exit_code: int | None = None
+
+    def _start(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._connection, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(child, self.memory_limit), daemon=True)
+        self._process.start()
+        child.close()
+
+    def run(self, function: Callable, args: tuple, seconds: float) -> Outcome:
+        """``function(*args)`` in the worker, given at most ``seconds`` (start-up of a fresh worker included)."""
+        start = time.perf_counter()
+        if seconds <= 0:
+            return Outcome("timeout", reason="no time left", seconds=0.0)
+        if self._process is None:
+            self._start()
+        try:
+            self._connection.send((function, args))
+            ready = self._connection.poll(max(0.0, seconds - (time.perf_counter() - start)))
+            status, value, reason = self._connection.recv() if ready else ("timeout", None, "")
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            self.close()
+            return Outcome("error", reason=f"the worker died (exit code {self.last_exit_code}): likely out of memory",
+                           seconds=time.perf_counter() - start)
+        if status == "timeout":
+            self.close()
+            reason = f"stopped at the time limit ({seconds:.3g} s)"
+        return Outcome(status, value, reason, time.perf_counter() - start)
+
+    def close(self) -> None:
+        """Stop the worker (killed if busy); the next ``run`` starts a fresh one."""
+        if self._process is None:
+            return
+        if self._process.is_alive():
+            self._process.kill()
+        self._process.join()
+        self.last_exit_code = self._process.exitcode
+        self._connection.close()
+        self._process = self._connection = None
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def default_memory_limit() -> int:
+    """Three quarters of the machine's memory: a selector that needs more fails alone instead of swapping."""
+    return int(0.75 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))

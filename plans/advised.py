@@ -1,0 +1,36 @@
+"""The Advised plan: measure what ``ektelo-ng advise`` picked and saved, so advice and measurement agree.
+
+The saved file (``operators.advice.recipe``) is rebuilt and checked against the advised error; the
+strategy then measures with the noise it was advised with, spending all of ``budget``: a Laplace pick
+takes a pure epsilon (from a zCDP budget, the largest epsilon with epsilon^2 / 2 <= rho), a Gaussian
+pick needs zCDP. A data-dependent pick runs its catalog plan by name with its defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..kernel.privacy import PureDP, ZCDP
+from ..operators.advice import load
+from ..operators.client import Handle
+from ..operators.estimate import Estimate
+from ..operators.privacy import noise_budget
+from ..operators.selection.linear import LinearStrategy
+
+
+def advised(source: Handle, workload, budget: PureDP | ZCDP, *, shape=None,
+            advice: str | Path = "strategy.json") -> Estimate:
+    """Measure the strategy saved in ``advice`` on ``source`` with all of ``budget``; ``workload``: what the
+    estimate answers by default (the advised workload when None)."""
+    saved = load(advice)
+    if saved.plan is not None:
+        from .registry import catalog, info  # the registry lists this plan: import it when needed
+
+        return catalog[saved.plan](source, workload, budget, shape=shape, **info[saved.plan].defaults)
+    spent = noise_budget(saved.noise, budget)
+    strategy = saved.strategy
+    if isinstance(strategy, LinearStrategy):
+        return strategy.reconstruct(strategy.measure(source, spent, shape=shape),
+                                    workload=saved.workload.answers if workload is None else workload,
+                                    note=f"advised: {saved.name}")
+    return strategy.reconstruct(strategy.measure(source, spent))
