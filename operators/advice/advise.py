@@ -33,8 +33,6 @@ from .workload import QueryWorkload
 Objective = Literal["rmse", "max_variance"]
 BudgetLike = PureDP | ZCDP | float | int | Fraction | tuple[float, float]
 
-#: Time kept for each selector still to run when one runs long (so one slow selector cannot starve the rest).
-RESERVE_SECONDS = 1.0
 #: Rows whose objective agrees to this relative tolerance are ties, ranked by cost.
 TIE_RTOL = 1e-6
 #: Data-dependent plans shown from the evidence (the best by their typical error).
@@ -209,18 +207,19 @@ def advise(
     plan = candidates(workload, noises, max_cells)
     runnable = [c for c, reason in plan if not reason]
     rows += [Row(c.name, c.family, c.noise, "skipped", reason) for c, reason in plan if reason]
-    with Worker(default_memory_limit()) as worker:
-        if workload.matrix is not None and workload.cells <= max_cells:
-            for kind in noises:
-                outcome = worker.run(svd_bound, (workload, kind), _slot(deadline, len(runnable) + 1))
-                if outcome.status == "ok":
-                    svd_bounds[kind] = math.sqrt(outcome.value * unit_scale(noise_budget(kind, budget))
-                                                 / workload.num_queries)
-        for k, candidate in enumerate(runnable):
-            if progress is not None:
-                progress(candidate.name, k, len(runnable))
-            outcome = worker.run(evaluate, (candidate, workload, seed, restarts), _slot(deadline, len(runnable) - k))
-            rows.append(_row(candidate, outcome, budget))
+    jobs = [(c, evaluate, (c, workload, seed, restarts)) for c in runnable]
+    if workload.matrix is not None and workload.cells <= max_cells:  # last: a bound, not a choice
+        jobs += [(kind, svd_bound, (workload, kind)) for kind in noises]
+    with Worker(default_memory_limit(), preload=(__name__,)) as worker:
+        for k, (job, function, args) in enumerate(jobs):
+            if progress is not None and isinstance(job, Candidate):
+                progress(job.name, k, len(runnable))
+            worker.start(deadline - time.perf_counter())
+            outcome = worker.run(function, args, _slot(deadline, len(jobs) - k))
+            if isinstance(job, Candidate):
+                rows.append(_row(job, outcome, budget))
+            elif outcome.status == "ok":
+                svd_bounds[job] = math.sqrt(outcome.value * unit_scale(noise_budget(job, budget)) / workload.num_queries)
     settings = {"scale": scale, "shape": shape, "max_cells": max_cells, "seed": seed, "restarts": restarts,
                 "noise": noise}
     notes = []
@@ -256,12 +255,10 @@ def _conversion_notes(budget: PureDP | ZCDP, noises: tuple[Noise, ...]) -> list[
 
 
 def _slot(deadline: float, jobs_left: int) -> float:
-    """This job's time: what is left, but at most half of it while other jobs wait, each of which keeps at least
-    ``RESERVE_SECONDS`` (so a selector that runs long cannot starve the rest)."""
+    """This job's time: half of what is left while other jobs wait, all of it for the last (so a selector that
+    runs long cannot starve the rest, and cheap ones, run first, finish well within their share)."""
     remaining = deadline - time.perf_counter()
-    if jobs_left <= 1:
-        return remaining
-    return max(remaining / jobs_left, min(remaining / 2, remaining - RESERVE_SECONDS * (jobs_left - 1)))
+    return remaining if jobs_left <= 1 else remaining / 2
 
 
 def _row(candidate: Candidate, outcome, budget: PureDP | ZCDP) -> Row:

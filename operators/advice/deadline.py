@@ -9,6 +9,7 @@ limits its own address space.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import resource
@@ -28,13 +29,19 @@ class Outcome:
     seconds: float = 0.0
 
 
-def _serve(connection, memory_limit: int | None) -> None:
-    """The worker's loop: run each (function, args) it receives and send back its outcome."""
+def _serve(connection, memory_limit: int | None, preload: tuple[str, ...]) -> None:
+    """The worker's loop: import ``preload``, say ready, then run each (function, args) it receives and send back
+    its outcome; it ends when the caller goes away."""
     if memory_limit:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    for module in preload:
+        importlib.import_module(module)
+    connection.send("ready")
     while True:
-        job = connection.recv()
-        function, args = job
+        try:
+            function, args = connection.recv()
+        except EOFError:
+            return
         try:
             connection.send(("ok", function(*args), ""))
         except MemoryError:
@@ -46,26 +53,35 @@ def _serve(connection, memory_limit: int | None) -> None:
 class Worker:
     """One child process running jobs in turn; ``run`` returns an Outcome and never waits past its deadline."""
 
-    def __init__(self, memory_limit: int | None = None):
-        self.memory_limit = memory_limit
+    def __init__(self, memory_limit: int | None = None, preload: tuple[str, ...] = ()):
+        self.memory_limit, self.preload = memory_limit, tuple(preload)
         self._process = None
         self._connection = None
         self.last_exit_code: int | None = None
 
-    def _start(self) -> None:
+    def start(self, seconds: float) -> bool:
+        """Start a worker if none is running (its imports included), waiting at most ``seconds``; True when ready.
+        Jobs' time limits then count from a ready worker, not from its start-up."""
+        if self._process is not None:
+            return True
         context = multiprocessing.get_context("spawn")
         self._connection, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child, self.memory_limit), daemon=True)
+        self._process = context.Process(target=_serve, args=(child, self.memory_limit, self.preload))
         self._process.start()
         child.close()
+        try:
+            if self._connection.poll(max(0.0, seconds)) and self._connection.recv() == "ready":
+                return True
+        except EOFError:
+            pass
+        self.close()
+        return False
 
     def run(self, function: Callable, args: tuple, seconds: float) -> Outcome:
-        """``function(*args)`` in the worker, given at most ``seconds`` (start-up of a fresh worker included)."""
+        """``function(*args)`` in a ready worker, given at most ``seconds`` (a fresh worker's start-up included)."""
         start = time.perf_counter()
-        if seconds <= 0:
-            return Outcome("timeout", reason="no time left", seconds=0.0)
-        if self._process is None:
-            self._start()
+        if seconds <= 0 or not self.start(seconds):
+            return Outcome("timeout", reason="no time left for it", seconds=time.perf_counter() - start)
         try:
             self._connection.send((function, args))
             ready = self._connection.poll(max(0.0, seconds - (time.perf_counter() - start)))

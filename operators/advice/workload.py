@@ -173,7 +173,7 @@ class QueryWorkload:
     # ---- saved form -------------------------------------------------------------------
     def to_dict(self) -> dict:
         domain = dict(zip(self.domain.names, self.domain.sizes))
-        if self.items is None:
+        if self._matrix is not None:  # given as a matrix: its items are derived from it again on loading
             return {"domain": domain, "matrix": to_spec(self._matrix).model_dump(mode="json")}
         return {"domain": domain, "items": [
             {"attributes": list(i.attributes), "matrix": to_spec(i.matrix).model_dump(mode="json"), "weight": i.weight}
@@ -192,8 +192,6 @@ class QueryWorkload:
 def _item(domain: Domain, attributes, matrix, weight: float) -> Item:
     names = [attributes] if isinstance(attributes, (str, int, np.integer)) else list(attributes)
     positions = domain.indices(names) if names else []
-    if len(set(positions)) != len(positions):
-        raise ValueError(f"attributes {names} name one attribute twice")
     cells = math.prod(domain.sizes[a] for a in positions)
     matrix = Dense(np.asarray(matrix, dtype=np.float64)) if isinstance(matrix, np.ndarray) else matrix
     if not isinstance(matrix, Matrix) or matrix.shape[1] != cells:
