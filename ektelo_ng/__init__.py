@@ -30,6 +30,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     **{name: (f"ektelo_ng.{name}", None) for name in ("error", "matrix", "workload", "plans")},
     "measure": ("ektelo_ng.operators.measure", None),
     "selection": ("ektelo_ng.operators.selection", None),
+    "advise": ("ektelo_ng.operators.advice", "advise"),
     "partition": ("ektelo_ng.operators.partition", None),
     "inference": ("ektelo_ng.operators.inference", None),
     "VectorEstimate": ("ektelo_ng.operators.estimate", "VectorEstimate"),

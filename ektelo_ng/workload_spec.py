@@ -107,7 +107,11 @@ def _items(entry: dict, domain: Domain) -> list:
     attributes = [attributes] if isinstance(attributes, (str, int)) else list(attributes)
     sizes = [domain.sizes[i] for i in domain.indices(attributes)]
     if "matrix" in entry:
-        return [(attributes, Dense(np.array(entry["matrix"], dtype=np.float64, ndmin=2)))]
+        rows = np.array(entry["matrix"], dtype=np.float64, ndmin=2)
+        if rows.ndim != 2 or rows.shape[1] != math.prod(sizes):
+            raise ValueError(f"the matrix's rows need {math.prod(sizes)} columns, one per cell of the marginal on "
+                             f"{attributes}; got shape {rows.shape}")
+        return [(attributes, Dense(rows))]
     queries = entry["queries"]
     if isinstance(queries, str):
         if queries not in CLASSES or queries == "random":

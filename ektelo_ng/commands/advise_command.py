@@ -86,13 +86,14 @@ def run(args: argparse.Namespace) -> int:
         _require_matplotlib()
     domain, workload, weights = _workload(args)
     budget = parse_budget(args.budget)
-    bar = _bar(not args.no_progress and not args.json)
-    advice = advise(domain, workload, budget, noise=args.noise, time_limit=args.time_limit,
-                    objective=args.objective.replace("-", "_"), weights=weights, scale=args.scale, shape=args.shape,
-                    max_cells=int(args.max_cells), seed=args.seed, restarts=args.restarts,
-                    progress=None if bar is None else lambda name, k, total: _advance(bar, name, k, total))
-    if bar is not None:
-        bar.close()
+    progress = _Progress(enabled=not args.no_progress and not args.json)
+    try:
+        advice = advise(domain, workload, budget, noise=args.noise, time_limit=args.time_limit,
+                        objective=args.objective.replace("-", "_"), weights=weights, scale=args.scale,
+                        shape=args.shape, max_cells=int(args.max_cells), seed=args.seed, restarts=args.restarts,
+                        progress=progress)
+    finally:
+        progress.close()
     print(advice.to_json() if args.json else advice.table())
     if args.out is not None:
         advice.save(args.out)
@@ -104,19 +105,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bar(enabled: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
+class _Progress:
+    """A progress bar over the selectors, on stderr, drawn from the first selector on (not for bad input)."""
 
-    return tqdm(unit="selector", file=sys.stderr, dynamic_ncols=True, leave=False)
+    def __init__(self, enabled: bool):
+        self.enabled, self.bar = enabled, None
 
+    def __call__(self, name: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
 
-def _advance(bar, name: str, done: int, total: int) -> None:
-    """The bar at ``done`` of ``total`` selectors, naming the one now running."""
-    bar.total = total
-    bar.update(done - bar.n)
-    bar.set_description(name)
+            self.bar = tqdm(total=total, unit="selector", file=sys.stderr, dynamic_ncols=True, leave=False)
+        self.bar.update(done - self.bar.n)
+        self.bar.set_description(name)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _require_matplotlib() -> None:
