@@ -3,7 +3,8 @@
 The saved file (``operators.advice.recipe``) is rebuilt and checked against the advised error; the
 strategy then measures with the noise it was advised with, spending all of ``budget``: a Laplace pick
 takes a pure epsilon (from a zCDP budget, the largest epsilon with epsilon^2 / 2 <= rho), a Gaussian
-pick needs zCDP. A data-dependent pick runs its catalog plan by name with its defaults.
+pick needs zCDP. A data-dependent pick runs its catalog plan by name with its defaults, and with the public
+record count the advice was given where the plan takes one.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ def advised(source: Handle, workload, budget: PureDP | ZCDP, *, shape=None,
     estimate answers by default (the advised workload when None)."""
     saved = load(advice)
     if saved.plan is not None:
-        from .registry import catalog, info  # the registry lists this plan: import it when needed
+        from .registry import info  # the registry lists this plan: import it when needed
 
-        return catalog[saved.plan](source, workload, budget, shape=shape, **info[saved.plan].defaults)
+        entry = info[saved.plan]
+        params = entry.defaults | ({"scale": saved.scale} if entry.public_scale else {})
+        return entry.plan(source, saved.workload.answers if workload is None else workload, budget,
+                          shape=shape or saved.workload.domain.sizes, **params)
     spent = noise_budget(saved.noise, budget)
     strategy = saved.strategy
     if isinstance(strategy, LinearStrategy):

@@ -168,8 +168,8 @@ def test_queries_on_marginals_pick_query_smasher_and_hdmm_says_why_not():
 
 def test_the_time_limit_holds_and_the_stopped_selectors_are_named():
     start = time.perf_counter()
-    advice = advise([1024], wl.Prefix(1024), ek.ZCDP("0.5"), time_limit=8)  # HDMM's Gaussian OPT_0 takes ~50 s
-    assert time.perf_counter() - start < 8 + 3
+    advice = advise([1024], wl.Prefix(1024), ek.ZCDP("0.5"), time_limit=5)  # HDMM's Gaussian OPT_0 takes ~50 s
+    assert time.perf_counter() - start < 5 + 3
     stopped = [r.name for r in advice.skipped() if "time limit" in r.reason or "no time left" in r.reason]
     assert "HDMM OPT_0, gaussian" in stopped and advice.pick is not None
 
@@ -191,7 +191,7 @@ def test_bad_arguments_are_refused_by_name(kwargs, message):
 
 
 def test_evidence_rows_price_data_dependent_plans_against_identity():
-    advice = advise([256], wl.Prefix(256), ek.PureDP("0.1"), scale=1000, time_limit=60)
+    advice = advise([64], wl.Prefix(64), ek.PureDP("0.1"), scale=1000, time_limit=60)
     identity = next(r for r in advice.rows if r.name == "Identity, laplace")
     evidence = [r for r in advice.rows if r.status == "evidence"]
     assert evidence and any("DPBench replay" in note for note in advice.notes)
@@ -256,3 +256,18 @@ def test_predicted_rmse_is_what_the_kernel_delivers(tmp_path, sizes, workload, b
     predicted = advice.pick.rmse**2
     assert abs(empirical - predicted) < 4 * se
     assert abs(empirical - 1.5 * predicted) > 4 * se
+
+
+def test_a_data_dependent_pick_runs_its_plan_through_the_kernel(tmp_path):
+    """2-D ranges at N x epsilon = 100: AGrid+ beats every data-independent strategy on every replayed dataset."""
+    W = wl.RandomRange((32, 32), 50, seed=0)
+    advice = advise([32, 32], W, ek.PureDP("0.1"), scale=1000, time_limit=5)
+    assert advice.pick.status == "evidence" and advice.strategy is None
+    path = tmp_path / "advice.json"
+    advice.save(path)
+    rng = np.random.default_rng(0)
+    columns = {"a0": rng.integers(0, 8, 1000), "a1": rng.integers(0, 32, 1000)}
+    session = ek.protect(columns, {"a0": 32, "a1": 32}, ek.PureDP("0.1"), seed=0)
+    estimate = catalog["Advised"](session.source, None, ek.PureDP("0.1"), advice=path)
+    assert estimate.answer(advice.workload.answers).shape == (50,)
+    assert session.budget.spent.value == Fraction(1, 10)

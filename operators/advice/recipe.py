@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from ...kernel.privacy import PureDP, ZCDP
@@ -27,9 +28,10 @@ VERSION = 1
 RTOL = 1e-6
 
 
-@dataclass
+@dataclass(frozen=True)
 class Saved:
-    """A loaded advice: the strategy to measure (or the catalog plan to run), its workload and prediction."""
+    """A loaded advice: the strategy to measure (or the catalog plan to run, with the public record count the
+    advice was given), its workload and prediction."""
 
     name: str
     noise: str
@@ -38,6 +40,7 @@ class Saved:
     rmse: float
     strategy: Strategy | None
     plan: str | None
+    scale: float | None = None
 
     def rmse_at(self, budget: PureDP | ZCDP) -> float:
         """The predicted RMSE when measuring with ``budget`` (already spent with this pick's noise)."""
@@ -60,7 +63,7 @@ def save(advice, path: str | Path) -> None:
         raise ValueError("the advice has no pick to save: no selector applied (see its skipped rows)")
     pick: dict = {"name": row.name, "noise": row.noise, "rmse": row.rmse}
     if row.status == "evidence":
-        pick["plan"] = row.evidence.algorithm
+        pick |= {"plan": row.evidence.algorithm, "scale": advice.settings["scale"]}
     else:
         c = row.candidate
         pick |= {"family": c.family, "option": c.option, "seed": advice.settings["seed"],
@@ -72,9 +75,15 @@ def save(advice, path: str | Path) -> None:
 
 
 def load(path: str | Path) -> Saved:
-    """Rebuild the strategy saved at ``path`` and check that it is the one advised."""
+    """Rebuild the strategy saved at ``path`` and check that it is the one advised (once per file content: a plan
+    run again on the same advice reuses the rebuilt strategy)."""
+    return _rebuilt(Path(path).read_text(), str(path))
+
+
+@lru_cache(maxsize=8)
+def _rebuilt(text: str, path: str) -> Saved:
     try:
-        document = json.loads(Path(path).read_text())
+        document = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path} is not a saved advice (not JSON: {error})") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
@@ -84,7 +93,7 @@ def load(path: str | Path) -> Saved:
     pick, workload = document["pick"], QueryWorkload.from_dict(document["workload"])
     budget = _budget_of(document["budget"])
     if "plan" in pick:
-        return Saved(pick["name"], pick["noise"], workload, budget, pick["rmse"], None, pick["plan"])
+        return Saved(pick["name"], pick["noise"], workload, budget, pick["rmse"], None, pick["plan"], pick["scale"])
     candidate = Candidate(pick["family"], pick["option"], pick["noise"])
     strategy = select(candidate, workload, seed=pick["seed"], restarts=pick["restarts"])
     rebuilt, saved = strategy.expected_error(), pick["unit_error"]

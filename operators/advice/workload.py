@@ -123,10 +123,14 @@ class QueryWorkload:
 
     @cached_property
     def matrix(self) -> Matrix | None:
-        """The workload over every cell as the selectors weigh it (each item's rows times sqrt(weight)): HDMM's and
-        the classic selectors' form; None when an item is not a product of per-attribute queries (its embedding
-        would not be a Kronecker product)."""
-        return self._matrix if self._matrix is not None else self._embedded(weighted=True)
+        """The workload over every cell as the selectors weigh it (each item's rows times sqrt(weight)), as a union
+        of Kronecker products, whose structure the error formulas use (a 2-D range workload becomes one product
+        per range): HDMM's and the classic selectors' form; None when an item is not a product of per-attribute
+        queries (its embedding would not be a Kronecker product)."""
+        if self.items is None:
+            return self._matrix
+        embedded = self._embedded(weighted=True)
+        return self._matrix if embedded is None and len(self.domain) == 1 else embedded
 
     @cached_property
     def answers(self) -> Matrix | None:
@@ -141,6 +145,7 @@ class QueryWorkload:
                 return None
             by_attribute = dict(zip(item.attributes, factors))
             product = Kronecker([by_attribute.get(a, Total(n)) for a, n in enumerate(self.domain.sizes)])
+            product = product.factors[0] if len(self.domain) == 1 else product
             blocks.append(product * math.sqrt(item.weight) if weighted and item.weight != 1.0 else product)
         return blocks[0] if len(blocks) == 1 else VStack(blocks)
 
