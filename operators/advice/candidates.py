@@ -99,7 +99,7 @@ def _gaussian_reason(noises: tuple[Noise, ...]) -> str:
 
 
 def _vector_reason(workload: QueryWorkload, max_cells: int) -> str:
-    if workload.matrix is None:
+    if not workload.has_matrix:
         return "needs the workload as products of per-attribute queries (QuerySmasher takes the others)"
     if workload.cells > max_cells:
         return f"measures the full data vector of {workload.cells:.3g} cells (max_cells = {max_cells:,})"
