@@ -2,9 +2,9 @@
 
 A selector is ordinary Python calling numpy: it cannot be interrupted from inside, and a thread cannot be
 stopped. So the advisor runs each selector in one worker process (started with ``spawn``: no copy of the
-caller's threads or locks), waits for its answer at most until the deadline, and on overrun kills the
-worker and starts a fresh one for the next job. A job that runs out of memory fails alone: the worker
-limits its own address space.
+caller's threads or locks, and not the caller's script run again), waits for its answer at most until the
+deadline, and on overrun kills the worker and starts a fresh one for the next job. A job that runs out of
+memory fails alone: the worker limits its own address space.
 """
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ import importlib
 import multiprocessing
 import os
 import resource
+import sys
 import time
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,7 +70,8 @@ class Worker:
         context = multiprocessing.get_context("spawn")
         self._connection, child = context.Pipe()
         self._process = context.Process(target=_serve, args=(child, self.memory_limit, self.preload))
-        self._process.start()
+        with _without_caller_main():
+            self._process.start()
         child.close()
         try:
             if self._connection.poll(max(0.0, seconds)) and self._connection.recv() == "ready":
@@ -111,6 +115,19 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@contextmanager
+def _without_caller_main() -> Iterator[None]:
+    """Hide the caller's ``__main__`` while a worker is spawned: spawn would run the caller's script again in the
+    worker (all of it, releases included, unless guarded by ``if __name__ == "__main__"``), and the worker runs
+    library functions only."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
 
 
 def default_memory_limit() -> int:

@@ -1,0 +1,35 @@
+"""The advisor under a demanding and a hostile user: scripts without a main guard, interruptions, huge and
+malformed workloads, tampered advice files, and numbers checked against what the strategies deliver."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_script(folder: Path, code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``code`` saved as a script and run as a user would (``python script.py``), with this checkout."""
+    script = folder / "script.py"
+    script.write_text(code)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(script)], cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# ---- the worker process ------------------------------------------------------------------------------------
+def test_a_script_without_a_main_guard_is_not_run_again_by_the_worker(tmp_path):
+    """Spawn re-runs an unguarded script in each worker: its releases would repeat, unaccounted, and the advice
+    would find no selector."""
+    done = run_script(tmp_path, (
+        "import ektelo_ng as ek\n"
+        "with open('runs.txt', 'a') as runs:\n"
+        "    runs.write('x')\n"
+        "advice = ek.advise([8], ek.workload.Prefix(8), 1.0, time_limit=20)\n"
+        "print(advice.pick.name)\n"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "runs.txt").read_text() == "x"
+    assert "Traceback" not in done.stderr
