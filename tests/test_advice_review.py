@@ -33,3 +33,26 @@ def test_a_script_without_a_main_guard_is_not_run_again_by_the_worker(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "runs.txt").read_text() == "x"
     assert "Traceback" not in done.stderr
+
+
+def test_a_worker_starts_under_an_address_space_limit_lower_than_its_own(tmp_path):
+    """A hard ``ulimit -v`` below three quarters of the machine: the worker keeps the lower limit instead of
+    failing to start (every selector was then 'no time left for it')."""
+    done = run_script(tmp_path, (
+        "import resource\n"
+        "from ektelo_ng.operators.advice.deadline import Worker\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (8 * 2**30, 8 * 2**30))\n"
+        "with Worker(memory_limit=64 * 2**30) as worker:\n"
+        "    print(worker.run(sum, ([1, 2],), 60))\n"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "status='ok', value=3" in done.stdout
+
+
+def test_a_worker_that_cannot_start_says_so_and_none_starts_without_time():
+    from ektelo_ng.operators.advice.deadline import Worker
+
+    with Worker(preload=("no_such_module_anywhere",)) as worker:
+        outcome = worker.run(sum, ([1],), 60)
+        assert outcome.status == "error" and "could not start" in outcome.reason
+        assert not worker.start(0) and worker._process is None
+        assert worker.run(sum, ([1],), 0).reason == "no time left for it"

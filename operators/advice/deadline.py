@@ -13,6 +13,7 @@ import importlib
 import multiprocessing
 import os
 import resource
+import signal
 import sys
 import time
 import types
@@ -36,7 +37,9 @@ def _serve(connection, memory_limit: int | None, preload: tuple[str, ...]) -> No
     """The worker's loop: import ``preload``, say ready, then run each (function, args) it receives and send back
     its outcome; it ends when the caller goes away."""
     if memory_limit:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        memory_limit = memory_limit if hard == resource.RLIM_INFINITY else min(memory_limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, hard))  # never above a limit set by the caller's shell
     for module in preload:
         importlib.import_module(module)
     connection.send("ready")
@@ -67,6 +70,8 @@ class Worker:
         Jobs' time limits then count from a ready worker, not from its start-up."""
         if self._process is not None:
             return True
+        if seconds <= 0:
+            return False
         context = multiprocessing.get_context("spawn")
         self._connection, child = context.Pipe()
         self._process = context.Process(target=_serve, args=(child, self.memory_limit, self.preload))
@@ -76,16 +81,19 @@ class Worker:
         try:
             if self._connection.poll(max(0.0, seconds)) and self._connection.recv() == "ready":
                 return True
-        except EOFError:
-            pass
+        except EOFError:  # it failed to start: let it exit, for its exit code
+            self._process.join(1)
         self.close()
         return False
 
     def run(self, function: Callable, args: tuple, seconds: float) -> Outcome:
         """``function(*args)`` in a ready worker, given at most ``seconds`` (a fresh worker's start-up included)."""
         start = time.perf_counter()
-        if seconds <= 0 or not self.start(seconds):
-            return Outcome("timeout", reason="no time left for it", seconds=time.perf_counter() - start)
+        if not self.start(seconds):
+            if seconds <= 0 or self.last_exit_code == -signal.SIGKILL:  # killed: still starting at its deadline
+                return Outcome("timeout", reason="no time left for it", seconds=time.perf_counter() - start)
+            return Outcome("error", reason=f"the worker process could not start (exit code {self.last_exit_code}; "
+                           "its error is on stderr)", seconds=time.perf_counter() - start)
         try:
             self._connection.send((function, args))
             ready = self._connection.poll(max(0.0, seconds - (time.perf_counter() - start)))
