@@ -4,7 +4,8 @@ The saved file (``operators.advice.recipe``) is rebuilt and checked against the 
 strategy then measures with the noise it was advised with, spending all of ``budget``: a Laplace pick
 takes a pure epsilon (from a zCDP budget, the largest epsilon with epsilon^2 / 2 <= rho), a Gaussian
 pick needs zCDP. A data-dependent pick runs its catalog plan by name with its defaults, and with the public
-record count the advice was given where the plan takes one.
+record count the advice was given where the plan takes one, on the epsilon it was advised at (from a zCDP
+budget, the same largest epsilon).
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ def advised(source: Handle, workload, budget: PureDP | ZCDP, *, shape=None,
     """Measure the strategy saved in ``advice`` on ``source`` with all of ``budget``; ``workload``: what the
     estimate answers by default (the advised workload when None)."""
     saved = load(advice)
+    spent = noise_budget(saved.noise, budget)  # a Laplace pick, data-dependent too, takes a pure epsilon
     if saved.plan is not None:
         from .registry import info  # the registry lists this plan: import it when needed
 
         entry = info[saved.plan]
         params = entry.defaults | ({"scale": saved.scale} if entry.public_scale else {})
-        return entry.plan(source, saved.workload.answers if workload is None else workload, budget,
+        return entry.plan(source, saved.workload.answers if workload is None else workload, spent,
                           shape=shape or saved.workload.domain.sizes, **params)
-    spent = noise_budget(saved.noise, budget)
     strategy = saved.strategy
     if isinstance(strategy, LinearStrategy):
         return strategy.reconstruct(strategy.measure(source, spent, shape=shape),

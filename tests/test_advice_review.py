@@ -56,3 +56,28 @@ def test_a_worker_that_cannot_start_says_so_and_none_starts_without_time():
         assert outcome.status == "error" and "could not start" in outcome.reason
         assert not worker.start(0) and worker._process is None
         assert worker.run(sum, ([1],), 0).reason == "no time left for it"
+
+
+# ---- saved advice through the kernel --------------------------------------------------------------------------
+def test_a_data_dependent_pick_under_zcdp_runs_at_the_advised_epsilon(tmp_path):
+    """Evidence rows are priced at epsilon = sqrt(2 rho) (Laplace); the plan got the ZCDP budget and failed."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    import ektelo_ng as ek
+    from ektelo_ng.operators import workload as wl
+    from ektelo_ng.operators.privacy import epsilon_within_zcdp
+    from ektelo_ng.plans import catalog
+
+    budget = ek.ZCDP("0.005")
+    advice = ek.advise([32, 32], wl.RandomRange((32, 32), 50, seed=0), budget, scale=1000, time_limit=5)
+    assert advice.pick.status == "evidence"
+    path = tmp_path / "advice.json"
+    advice.save(path)
+    rng = np.random.default_rng(0)
+    columns = {"a0": rng.integers(0, 8, 1000), "a1": rng.integers(0, 32, 1000)}
+    session = ek.protect(columns, {"a0": 32, "a1": 32}, budget, seed=0)
+    estimate = catalog["Advised"](session.source, None, budget, advice=path)
+    assert estimate.answer(advice.workload.answers).shape == (50,)
+    assert 0 < session.budget.spent.value <= epsilon_within_zcdp(Fraction(1, 200)) ** 2 / 2  # its stages' eps^2/2
