@@ -24,11 +24,14 @@ def advised(source: Handle, workload, budget: PureDP | ZCDP, *, shape=None,
             advice: str | Path = "strategy.json") -> Estimate:
     """Measure the strategy saved in ``advice`` on ``source`` with all of ``budget``; ``workload``: what the
     estimate answers by default (the advised workload when None)."""
-    saved = load(advice)
+    saved = load(advice, getattr(source, "domain", None))
     spent = noise_budget(saved.noise, budget)  # a Laplace pick, data-dependent too, takes a pure epsilon
     if saved.plan is not None:
         from .registry import info  # the registry lists this plan: import it when needed
 
+        if saved.plan not in info:
+            raise ValueError(f"{advice} picks the plan {saved.plan!r}, which is not in this library's catalog: "
+                             "advise again")
         entry = info[saved.plan]
         params = entry.defaults | ({"scale": saved.scale} if entry.public_scale else {})
         return entry.plan(source, saved.workload.answers if workload is None else workload, spent,

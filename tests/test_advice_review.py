@@ -3,10 +3,16 @@ malformed workloads, tampered advice files, and numbers checked against what the
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from ektelo_ng.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,3 +87,62 @@ def test_a_data_dependent_pick_under_zcdp_runs_at_the_advised_epsilon(tmp_path):
     estimate = catalog["Advised"](session.source, None, budget, advice=path)
     assert estimate.answer(advice.workload.answers).shape == (50,)
     assert 0 < session.budget.spent.value <= epsilon_within_zcdp(Fraction(1, 200)) ** 2 / 2  # its stages' eps^2/2
+
+
+TAMPERED = {
+    "no pick": lambda d: d.pop("pick"),
+    "pick not an object": lambda d: d.__setitem__("pick", [1]),
+    "no family": lambda d: d["pick"].pop("family"),
+    "unknown family": lambda d: d["pick"].__setitem__("family", "magic"),
+    "unknown HDMM template": lambda d: d["pick"].__setitem__("option", "opt_magic"),
+    "unknown classic strategy": lambda d: d["pick"].update(family="classic", option="Foo"),
+    "unknown noise": lambda d: d["pick"].__setitem__("noise", "cauchy"),
+    "restarts a string": lambda d: d["pick"].__setitem__("restarts", "3"),
+    "restarts zero": lambda d: d["pick"].__setitem__("restarts", 0),
+    "seed a string": lambda d: d["pick"].__setitem__("seed", "x"),
+    "error a string": lambda d: d["pick"].__setitem__("unit_error", "x"),
+    "plan not in the catalog": lambda d: d.__setitem__("pick", {"name": "X", "noise": "laplace", "rmse": 1.0,
+                                                               "plan": "NoSuchPlan", "scale": 1000}),
+    "plan Advised (itself)": lambda d: d.__setitem__("pick", {"name": "X", "noise": "laplace", "rmse": 1.0,
+                                                             "plan": "Advised", "scale": 1000}),
+    "plan data-independent": lambda d: d.__setitem__("pick", {"name": "X", "noise": "laplace", "rmse": 1.0,
+                                                             "plan": "Identity", "scale": 1000}),
+    "negative scale": lambda d: d.__setitem__("pick", {"name": "X", "noise": "laplace", "rmse": 1.0,
+                                                      "plan": "DAWA", "scale": -5}),
+    "no scale": lambda d: d.__setitem__("pick", {"name": "X", "noise": "laplace", "rmse": 1.0, "plan": "DAWA"}),
+    "bad budget": lambda d: d.__setitem__("budget", {"kind": "zcdp", "value": "abc"}),
+    "no budget": lambda d: d.pop("budget"),
+    "no workload": lambda d: d.pop("workload"),
+    "unknown matrix kind": lambda d: d["workload"].__setitem__("matrix", {"kind": "nope"}),
+    "attribute out of range": lambda d: d.__setitem__("workload", {"domain": {"age": 16}, "items": [
+        {"attributes": [5], "matrix": {"kind": "identity", "n": 16}, "weight": 1}]}),
+    "negative weight": lambda d: d.__setitem__("workload", {"domain": {"age": 16}, "items": [
+        {"attributes": [0], "matrix": {"kind": "identity", "n": 16}, "weight": -1}]}),
+    "another domain, huge": lambda d: d.__setitem__("workload", {"domain": {"age": 10**12},
+                                                                 "matrix": {"kind": "identity", "n": 10**12}}),
+    "another domain": lambda d: d.__setitem__("workload", {"domain": {"age": 32},
+                                                           "matrix": {"kind": "identity", "n": 32}}),
+}
+
+
+@pytest.fixture(scope="module")
+def saved_advice(tmp_path_factory) -> dict:
+    path = tmp_path_factory.mktemp("advice") / "advice.json"
+    assert main(["advise", "--workload", "prefix:16", "--domain", "age=16", "--budget", "epsilon=0.5", "--out",
+                 str(path), "--no-progress", "--time-limit", "20"]) == 0
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("change", TAMPERED, ids=list(TAMPERED))
+def test_a_tampered_advice_is_refused_in_one_line_before_the_table_is_read(tmp_path, capsys, saved_advice, change):
+    document = copy.deepcopy(saved_advice)
+    TAMPERED[change](document)
+    path = tmp_path / "advice.json"
+    path.write_text(json.dumps(document))
+    capsys.readouterr()
+    code = main(["run", str(path), "--table", str(tmp_path / "no_table.csv"), "--domain", "age=16", "--budget",
+                 "epsilon=0.5", "--in-process"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("ektelo-ng run: error: ") and err.count("\n") == 1, err
+    assert "advice.json" in err and "no_table" not in err, err

@@ -57,12 +57,15 @@ def register(subcommands) -> None:
     parser.set_defaults(run=run)
 
 
-def load_plan(path: Path):
+def load_plan(path: Path, domain: str | None = None):
     """A plan script's ``plan`` function, a plan of the catalog by name (with its default parameters), or a saved
-    advice (the Advised plan on that file)."""
+    advice (the Advised plan on that file: rebuilt and checked here, for ``domain`` if given, before any table is
+    read)."""
     if path.suffix == ".json" and path.is_file():
+        from ektelo_ng.operators.advice import load
         from ektelo_ng.plans import catalog
 
+        load(path, parse_domain(domain) if domain else None)
         return lambda source, workload, budget: catalog["Advised"](source, workload, budget, advice=path)
     if not path.is_file():
         from ektelo_ng.plans import catalog, info
@@ -81,7 +84,7 @@ def load_plan(path: Path):
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = load_plan(args.plan)
+    plan = load_plan(args.plan, args.domain)
     budget = parse_budget(args.budget)
     if args.connect or args.credential:
         return _report(args, plan, budget, connect(args.connect, credential=args.credential))

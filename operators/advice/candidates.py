@@ -31,6 +31,13 @@ MAX_VARIANCE_WORK = 10**9
 CLASSIC = {"Identity": classic.identity, "H2": classic.h2, "HB": classic.hb, "Privelet": classic.privelet,
            "GreedyH": None, "QuadTree": classic.quadtree}
 HDMM_TEMPLATES = {"opt_0": "OPT_0", "opt_kron": "OPT_kron", "opt_plus": "OPT_+", "opt_marginals": "OPT_M"}
+#: Each selector family's settings (classic strategy, HDMM template, loss, solver) and the noises it adds.
+FAMILIES: dict[str, tuple[tuple[str, ...], tuple[Noise, ...]]] = {
+    "classic": (tuple(CLASSIC), ("laplace", "gaussian")),
+    "residual-planner": (("sum", "max"), ("gaussian",)),
+    "query-smasher": (("wff", "exact"), ("gaussian",)),
+    "hdmm": (tuple(HDMM_TEMPLATES), ("laplace", "gaussian")),
+}
 
 
 @dataclass(frozen=True)
@@ -80,11 +87,11 @@ def candidates(workload: QueryWorkload, noises: tuple[Noise, ...], max_cells: in
     out = []
     for noise in noises:
         out += [(Candidate("classic", name, noise), _classic_reason(name, workload, max_cells)) for name in CLASSIC]
-    for loss in ("sum", "max"):
+    for loss in FAMILIES["residual-planner"][0]:
         out.append((Candidate("residual-planner", loss, "gaussian"),
                     _gaussian_reason(noises) or ("" if workload.marginals is not None else
                                                  "takes marginals only: the workload has other queries")))
-    for solver in ("wff", "exact"):
+    for solver in FAMILIES["query-smasher"][0]:
         out.append((Candidate("query-smasher", solver, "gaussian"),
                     _gaussian_reason(noises) or ("" if workload.queries is not None else
                                                  "takes queries on marginals: the workload matrix is not a union of "

@@ -64,6 +64,11 @@ def shape_labels() -> tuple[str, ...]:
     return tuple(sorted({label for by_domain in table()["datasets"].values() for _, label in by_domain.values()}))
 
 
+def is_data_dependent(algorithm: str) -> bool:
+    """True for a plan of the table whose error depends on the data (those the advice may pick by name)."""
+    return bool(table()["data_dependent"].get(algorithm)) or algorithm in BIASED
+
+
 def evidence(dims: int, cells: int, n_eps: float, shape: str | None = None) -> list[Evidence]:
     """Every algorithm's evidence at the replay setting nearest to ``cells`` and ``n_eps`` in ``dims`` dimensions.
 
@@ -99,7 +104,7 @@ def evidence(dims: int, cells: int, n_eps: float, shape: str | None = None) -> l
         names = tuple(sorted(by_dataset))
         values = tuple(_geomean([r for r, _ in by_dataset[d]]) for d in names)
         rows.append(Evidence(
-            algorithm=algorithm, data_dependent=table()["data_dependent"][algorithm] or algorithm in BIASED, dims=dims, cells=int(cells),
+            algorithm=algorithm, data_dependent=is_data_dependent(algorithm), dims=dims, cells=int(cells),
             domain=domain, workload=settings[0]["workload"], n_eps=float(n_eps), n_eps_used=used,
             typical=_geomean(values), low=min(values), high=max(values), datasets=names, by_dataset=values,
             trials=min(t for d in names for _, t in by_dataset[d]), shape=shape,

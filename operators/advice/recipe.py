@@ -15,11 +15,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from ...kernel.privacy import PureDP, ZCDP
+from ..domains import DomainLike, as_domain
 from ..privacy import noise_budget
 from ..selection.linear import unit_scale
 from ..selection.strategy import Strategy
-from .candidates import Candidate, select
+from . import evidence
+from .candidates import FAMILIES, Candidate, select
 from .workload import QueryWorkload
 
 FORMAT = "ektelo-ng advice"
@@ -53,7 +57,10 @@ def _budget_dict(budget: PureDP | ZCDP) -> dict:
 
 
 def _budget_of(data: dict) -> PureDP | ZCDP:
-    return (PureDP if data["kind"] == "pure" else ZCDP)(data["value"])
+    kinds = {"pure": PureDP, "zcdp": ZCDP}
+    if data["kind"] not in kinds:
+        raise ValueError(f"budget kind {data['kind']!r} is not pure or zcdp")
+    return kinds[data["kind"]](data["value"])
 
 
 def save(advice, path: str | Path) -> None:
@@ -74,14 +81,16 @@ def save(advice, path: str | Path) -> None:
     Path(path).write_text(json.dumps(document, indent=1))
 
 
-def load(path: str | Path) -> Saved:
+def load(path: str | Path, domain: DomainLike | None = None) -> Saved:
     """Rebuild the strategy saved at ``path`` and check that it is the one advised (once per file content: a plan
-    run again on the same advice reuses the rebuilt strategy)."""
-    return _rebuilt(Path(path).read_text(), str(path))
+    run again on the same advice reuses the rebuilt strategy). ``domain``: the table's, checked before anything
+    is rebuilt (an advice for other cells cannot measure it)."""
+    sizes = None if domain is None else tuple(as_domain(domain).sizes)
+    return _rebuilt(Path(path).read_text(), str(path), sizes)
 
 
 @lru_cache(maxsize=8)
-def _rebuilt(text: str, path: str) -> Saved:
+def _rebuilt(text: str, path: str, sizes: tuple[int, ...] | None) -> Saved:
     try:
         document = json.loads(text)
     except json.JSONDecodeError as error:
@@ -90,8 +99,21 @@ def _rebuilt(text: str, path: str) -> Saved:
         raise ValueError(f"{path} is not a saved advice (write one with: ektelo-ng advise ... --out {path})")
     if document.get("version") != VERSION:
         raise ValueError(f"{path} is advice format version {document.get('version')}; this library reads {VERSION}")
-    pick, workload = document["pick"], QueryWorkload.from_dict(document["workload"])
-    budget = _budget_of(document["budget"])
+    try:
+        advised = tuple(as_domain(document["workload"]["domain"]).sizes)
+        pick, budget = document["pick"], _budget_of(document["budget"])
+        problem = _problem(pick)
+        if problem:
+            raise ValueError(problem)
+    except (KeyError, TypeError, ValueError) as error:
+        raise _invalid(path, error) from None
+    if sizes is not None and advised != sizes:
+        raise ValueError(f"{path} advises for a domain of sizes {advised}, not this table's {sizes}: advise again "
+                         "for this table's domain")
+    try:
+        workload = QueryWorkload.from_dict(document["workload"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise _invalid(path, error) from None
     if "plan" in pick:
         return Saved(pick["name"], pick["noise"], workload, budget, pick["rmse"], None, pick["plan"], pick["scale"])
     candidate = Candidate(pick["family"], pick["option"], pick["noise"])
@@ -101,3 +123,46 @@ def _rebuilt(text: str, path: str) -> Saved:
         raise ValueError(f"the strategy rebuilt from {path} ({pick['name']}) has unit-noise error {rebuilt:.10g}, "
                          f"not the advised {saved:.10g}: the library changed since the advice; advise again")
     return Saved(pick["name"], pick["noise"], workload, budget, pick["rmse"], strategy, None)
+
+
+def _problem(pick: dict) -> str:
+    """What makes ``pick`` one that ``save`` never writes ('' for none): run as it is, it would measure something
+    else than any advice, or fail half-way."""
+    if not isinstance(pick, dict):
+        return "its pick is not an object"
+    if not _at_least(pick.get("rmse"), 0):
+        return f"rmse {pick.get('rmse')!r} is not a number >= 0"
+    if "plan" in pick:
+        if not evidence.is_data_dependent(pick["plan"]):
+            return f"plan {pick['plan']!r} is not a data-dependent plan of the DPBench evidence"
+        if pick.get("noise") != "laplace" or not (_at_least(pick.get("scale"), 0) and pick["scale"] > 0):
+            return "a data-dependent pick has Laplace noise and a positive public record count (scale)"
+        return ""
+    options, noises = FAMILIES.get(pick.get("family"), ((), ()))
+    if pick.get("option") not in options or pick.get("noise") not in noises:
+        return (f"no selector family {pick.get('family')!r} with option {pick.get('option')!r} and noise "
+                f"{pick.get('noise')!r}")
+    if not (_whole(pick.get("seed"), 0) and _whole(pick.get("restarts"), 1) and _at_least(pick.get("unit_error"), 0)):
+        return "seed, restarts and unit_error must be whole numbers >= 0 and >= 1, and a number >= 0"
+    return ""
+
+
+def _at_least(value, least: float) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= least
+
+
+def _whole(value, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _invalid(path: str, error: Exception) -> ValueError:
+    """The refusal of a file ``save`` did not write as it is, in one line: a missing field by name, pydantic's
+    first complaint, or the message."""
+    if isinstance(error, KeyError):
+        reason = f"no {error.args[0]!r}"
+    elif isinstance(error, ValidationError):
+        first = error.errors()[0]
+        reason = ": ".join(filter(None, [".".join(map(str, first["loc"])), first["msg"]]))
+    else:
+        reason = str(error)
+    return ValueError(f"{path} is not a valid saved advice ({reason}); advise again: ektelo-ng advise ... --out {path}")

@@ -197,9 +197,8 @@ class QueryWorkload:
         domain = as_domain(data["domain"])
         if "matrix" in data:
             return cls._from_matrix(domain, from_spec(MatrixSpecAdapter.validate_python(data["matrix"])))
-        items = [Item(tuple(i["attributes"]), tuple(domain.sizes[a] for a in i["attributes"]),
-                      from_spec(MatrixSpecAdapter.validate_python(i["matrix"])), i["weight"]) for i in data["items"]]
-        return cls(domain, items)
+        return cls(domain, [_item(domain, i["attributes"], from_spec(MatrixSpecAdapter.validate_python(i["matrix"])),
+                                  float(i["weight"])) for i in data["items"]])
 
 
 def _item(domain: Domain, attributes, matrix, weight: float) -> Item:
