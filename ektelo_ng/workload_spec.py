@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pydantic import ValidationError
+
 from ektelo_ng.grammar import parse_domain, parse_marginals
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.matrix import Dense, Matrix
@@ -64,14 +66,18 @@ def read_workload_file(path: Path) -> tuple[Domain, list, list[float]]:
     """A workload file (:data:`FILE_HELP`) as a domain, ``[(attributes, matrix)]`` items and their weights."""
     try:
         text = path.read_text()
-    except OSError as error:
+    except (OSError, UnicodeDecodeError) as error:
         raise ValueError(f"cannot read the workload file {path}: {error}") from None
     if path.suffix in (".yaml", ".yml"):
         try:
             import yaml
         except ImportError:
             raise ImportError(f"{path} is YAML: install PyYAML (pip install -e \".[yaml]\") or write JSON") from None
-        spec = yaml.safe_load(text)
+        try:
+            spec = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            reason = " ".join(str(error).split())
+            raise ValueError(f"{path} is not YAML ({reason}); a workload file is {FILE_HELP}") from None
     else:
         try:
             spec = json.loads(text)
@@ -79,14 +85,17 @@ def read_workload_file(path: Path) -> tuple[Domain, list, list[float]]:
             raise ValueError(f"{path} is not JSON ({error}); a workload file is {FILE_HELP}") from None
     if not isinstance(spec, dict) or not {"domain", "workload"} <= set(spec) or not isinstance(spec["workload"], list):
         raise ValueError(f"{path}: a workload file is {FILE_HELP}")
-    domain = Domain.from_dict(spec["domain"]) if isinstance(spec["domain"], dict) else parse_domain(spec["domain"])
+    domain = _domain(spec["domain"], path)
     items, weights = [], []
     for number, entry in enumerate(spec["workload"], 1):
         try:
             found = _items(entry, domain)
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{path}: workload item {number} ({entry!r}): {error}") from None
-        weight = float(entry.get("weight", 1.0))
+        try:
+            weight = float(entry.get("weight", 1.0))
+        except (TypeError, ValueError):
+            weight = math.nan
         if not (math.isfinite(weight) and weight > 0):
             raise ValueError(f"{path}: workload item {number}: weight must be positive, got {entry.get('weight')!r}")
         items += found
@@ -96,8 +105,23 @@ def read_workload_file(path: Path) -> tuple[Domain, list, list[float]]:
     return domain, items, weights
 
 
+def _domain(value, path: Path) -> Domain:
+    """The file's domain: ``{name: size or [labels]}``, or text in the shared grammar (``age=100,sex=2``)."""
+    if not isinstance(value, dict):
+        return parse_domain(str(value))
+    for name, size in value.items():
+        if not isinstance(size, (int, list)) or isinstance(size, bool):
+            raise ValueError(f"{path}: the size of {name!r} must be a whole number or a list of labels, got {size!r}")
+    try:
+        return Domain.from_dict(value)
+    except ValidationError as error:
+        raise ValueError(f"{path}: the domain: {error.errors()[0]['msg']}") from None
+    except ValueError as error:
+        raise ValueError(f"{path}: the domain: {error}") from None
+
+
 def _items(entry: dict, domain: Domain) -> list:
-    if not isinstance(entry, dict):
+    if not (isinstance(entry, dict) and ("marginals" in entry or {"queries", "matrix"} & set(entry))):
         raise TypeError("each item is an object: {marginals: ...}, {attributes: ..., queries: ...} or "
                         "{attributes: ..., matrix: ...}")
     if "marginals" in entry:
@@ -125,6 +149,8 @@ def _items(entry: dict, domain: Domain) -> list:
         kind, *args = str(queries.get(name, "identity")).split(":")
         if kind not in _PER_ATTRIBUTE:
             raise ValueError(f"unknown query kind {kind!r} for {name}; use one of {', '.join(_PER_ATTRIBUTE)}")
+        if len(args) != (kind == "width"):
+            raise ValueError("width takes one argument, width:W" if kind == "width" else f"{kind} takes no argument")
         blocks.append(_PER_ATTRIBUTE[kind](n, *args))
     return [(attributes, blocks[0] if len(blocks) == 1 else wl.Kronecker(blocks))]
 

@@ -146,3 +146,39 @@ def test_a_tampered_advice_is_refused_in_one_line_before_the_table_is_read(tmp_p
     assert code == 2
     assert err.startswith("ektelo-ng run: error: ") and err.count("\n") == 1, err
     assert "advice.json" in err and "no_table" not in err, err
+
+
+# ---- workload files -------------------------------------------------------------------------------------------
+BAD_FILES = {
+    "size a fraction": ("json", {"domain": {"a": 4.5}, "workload": [{"marginals": "kway:1"}]}, "size of 'a'"),
+    "size a word": ("json", {"domain": {"a": "ten"}, "workload": [{"marginals": "kway:1"}]}, "size of 'a'"),
+    "size negative": ("json", {"domain": {"a": -3}, "workload": [{"marginals": "kway:1"}]}, "positive"),
+    "no attributes": ("json", {"domain": {}, "workload": [{"marginals": "kway:1"}]}, "at least one attribute"),
+    "weight a list": ("json", {"domain": {"a": 4}, "workload": [{"marginals": "kway:1", "weight": [1]}]}, "item 1: weight"),
+    "weight a word": ("json", {"domain": {"a": 4}, "workload": [{"marginals": "kway:1", "weight": "heavy"}]},
+                      "item 1: weight"),
+    "empty item": ("json", {"domain": {"a": 4}, "workload": [{}]}, "{marginals: ...}"),
+    "attributes alone": ("json", {"domain": {"a": 4}, "workload": [{"attributes": ["a"]}]}, "queries: ...}"),
+    "argument to prefix": ("json", {"domain": {"a": 4}, "workload": [{"attributes": ["a"],
+                                                                        "queries": {"a": "prefix:3"}}]},
+                           "prefix takes no argument"),
+    "not UTF-8": ("json", b"\xff\xfe\x00", "utf-8"),
+    "broken YAML": ("yaml", "domain: {a: 4}\nworkload: [\n", "is not YAML"),
+    "YAML with a Python tag": ("yaml", "domain: !!python/object:os.system {}\nworkload: []\n", "is not YAML"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_FILES, ids=list(BAD_FILES))
+def test_a_bad_workload_file_is_refused_in_one_line_naming_it(tmp_path, capsys, case):
+    suffix, content, reason = BAD_FILES[case]
+    if suffix == "yaml":
+        pytest.importorskip("yaml")
+    path = tmp_path / f"workload.{suffix}"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+    assert main(["advise", "--workload", str(path), "--budget", "rho=0.5", "--time-limit", "10", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ektelo-ng advise: error: ") and err.count("\n") == 1, err
+    assert "workload." in err and reason in err, err
