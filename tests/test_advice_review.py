@@ -182,3 +182,13 @@ def test_a_bad_workload_file_is_refused_in_one_line_naming_it(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert err.startswith("ektelo-ng advise: error: ") and err.count("\n") == 1, err
     assert "workload." in err and reason in err, err
+
+
+def test_a_domain_of_more_cells_than_a_float_holds_is_advised(tmp_path, capsys):
+    """200 attributes of 100 values: 10^400 cells; the full-vector strategies are skipped, saying how many."""
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps({"domain": {f"x{i}": 100 for i in range(200)}, "workload": [{"marginals": "kway:1"}]}))
+    assert main(["advise", "--workload", str(path), "--budget", "rho=0.5", "--time-limit", "20", "--json"]) == 0
+    advice = json.loads(capsys.readouterr().out)
+    assert advice["pick"].startswith("ResidualPlanner")
+    assert any("e+400 cells" in row["reason"] for row in advice["rows"])

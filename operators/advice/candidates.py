@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 
 from ...kernel.matrix import Identity, Kronecker
 from ..selection import classic
@@ -109,7 +110,8 @@ def _vector_reason(workload: QueryWorkload, max_cells: int) -> str:
     if not workload.has_matrix:
         return "needs the workload as products of per-attribute queries (QuerySmasher takes the others)"
     if workload.cells > max_cells:
-        return f"measures the full data vector of {workload.cells:.3g} cells (max_cells = {max_cells:,})"
+        cells = workload.cells if workload.cells < 10**300 else Decimal(workload.cells)  # beyond a float's range
+        return f"measures the full data vector of {cells:.3g} cells (max_cells = {max_cells:,})"
     return ""
 
 
