@@ -192,3 +192,19 @@ def test_a_domain_of_more_cells_than_a_float_holds_is_advised(tmp_path, capsys):
     advice = json.loads(capsys.readouterr().out)
     assert advice["pick"].startswith("ResidualPlanner")
     assert any("e+400 cells" in row["reason"] for row in advice["rows"])
+
+
+@pytest.mark.parametrize("option, value", [("--max-cells", "inf"), ("--max-cells", "nan"), ("--max-cells", "-5"),
+                                           ("--seed", "-1")])
+def test_bad_numbers_on_the_command_line_are_refused_by_name(capsys, option, value):
+    assert main(["advise", "--workload", "prefix:8", f"{option}={value}", "--time-limit", "5", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ektelo-ng advise: error: {option[2:].replace('-', '_')} must be") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("kwargs", [{"restarts": 0}, {"max_cells": 1.5}, {"max_cells": -1}, {"seed": -1}])
+def test_bad_whole_numbers_are_refused_by_the_api(kwargs):
+    import ektelo_ng as ek
+
+    with pytest.raises(ValueError, match=f"{next(iter(kwargs))} must be a whole number"):
+        ek.advise([8], ek.workload.Prefix(8), 1.0, time_limit=5, **kwargs)

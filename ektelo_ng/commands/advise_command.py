@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -80,8 +81,8 @@ def _workload(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.restarts < 1:
-        raise ValueError(f"--restarts must be at least 1, got {args.restarts}")
+    if not (math.isfinite(args.max_cells) and args.max_cells >= 0):
+        raise ValueError(f"max_cells must be a number of cells >= 0, got {args.max_cells}")
     if args.plot is not None and not args.json:
         _require_matplotlib()
     domain, workload, weights = _workload(args)

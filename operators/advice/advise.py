@@ -197,6 +197,9 @@ def advise(
         raise ValueError(f"objective must be 'rmse' or 'max_variance', got {objective!r}")
     if scale is not None and not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale (the public number of records) must be positive, got {scale}")
+    for name, value, least in (("max_cells", max_cells, 0), ("seed", seed, 0), ("restarts", restarts, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
     budget, conversions = as_budget(budget)
     workload = QueryWorkload.of(domain, workload, weights)
     noises = _noises(noise, budget)
