@@ -208,3 +208,17 @@ def test_bad_whole_numbers_are_refused_by_the_api(kwargs):
 
     with pytest.raises(ValueError, match=f"{next(iter(kwargs))} must be a whole number"):
         ek.advise([8], ek.workload.Prefix(8), 1.0, time_limit=5, **kwargs)
+
+
+# ---- the time limit -------------------------------------------------------------------------------------------
+def test_a_workload_over_more_cells_than_max_cells_is_never_embedded_in_the_full_vector():
+    """Embedding 36,051 marginals of 60 attributes over every cell took 4 s of the caller's time (outside the
+    worker and its time limit), and the embedding was then sent to the worker with every job."""
+    from ektelo_ng.kernel.matrix import Identity
+    from ektelo_ng.operators.advice import QueryWorkload
+    from ektelo_ng.operators.advice.candidates import candidates
+
+    workload = QueryWorkload.of([3] * 60, [((a,), Identity(3)) for a in range(60)])
+    plan = candidates(workload, ("laplace", "gaussian"), 10**8)
+    assert "matrix" not in vars(workload)
+    assert all("max_cells" in reason for c, reason in plan if c.family == "hdmm")

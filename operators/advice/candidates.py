@@ -107,11 +107,13 @@ def _gaussian_reason(noises: tuple[Noise, ...]) -> str:
 
 
 def _vector_reason(workload: QueryWorkload, max_cells: int) -> str:
-    if not workload.has_matrix:
-        return "needs the workload as products of per-attribute queries (QuerySmasher takes the others)"
+    """Why a strategy over the full data vector does not apply; the size first, as embedding the workload in
+    the full vector, to see whether it can be, takes long on many items."""
     if workload.cells > max_cells:
         cells = workload.cells if workload.cells < 10**300 else Decimal(workload.cells)  # beyond a float's range
         return f"measures the full data vector of {cells:.3g} cells (max_cells = {max_cells:,})"
+    if not workload.has_matrix:
+        return "needs the workload as products of per-attribute queries (QuerySmasher takes the others)"
     return ""
 
 
