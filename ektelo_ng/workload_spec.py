@@ -19,16 +19,30 @@ from ektelo_ng.operators.selection.hdmm.gram import product_terms
 from ektelo_ng.operators.selection.query_smasher.classes import CLASSES, circular_ranges, class_queries
 
 
+#: Most numbers a workload named here may write down (its explicit rows or dense entries): beyond, building it
+#: alone would exhaust the memory of the caller's process, before any time limit applies.
+MAX_WRITTEN = 10**8
+
+
+def _written(count: int, what: str) -> int:
+    """``count``, the numbers ``what`` writes down, if that is at most :data:`MAX_WRITTEN`."""
+    if count > MAX_WRITTEN:
+        raise ValueError(f"{what} writes down {count:,} numbers (at most {MAX_WRITTEN:,}): give fewer values or "
+                         "queries kept implicit (identity, range, total)")
+    return count
+
+
 def _sizes(text: str) -> list[int]:
     return [int(s) for s in text.split("x")]
 
 
 _FORMS: dict[str, tuple[str, Callable[..., Matrix]]] = {
-    "prefix": ("prefix:N", lambda n: wl.Prefix(int(n))),
+    "prefix": ("prefix:N", lambda n: wl.Prefix(_written(int(n), "prefix"))),
     "allrange": ("allrange:N", lambda n: wl.AllRange(int(n))),
     "identity": ("identity:N", lambda n: wl.Identity(int(n))),
-    "width": ("width:N:W", lambda n, w: wl.WidthRange(int(n), int(w))),
-    "randomrange": ("randomrange:N[xM]:COUNT[:SEED]", lambda s, c, seed=0: wl.RandomRange(_sizes(s), int(c), int(seed))),
+    "width": ("width:N:W", lambda n, w: wl.WidthRange(_written(int(n), "width"), int(w))),
+    "randomrange": ("randomrange:N[xM]:COUNT[:SEED]",
+                    lambda s, c, seed=0: wl.RandomRange(_sizes(s), _written(int(c), "randomrange"), int(seed))),
     "kway": ("kway:N1xN2x...:K", lambda s, k: wl.AllKway(_sizes(s), int(k))),
 }
 
@@ -140,6 +154,7 @@ def _items(entry: dict, domain: Domain) -> list:
     if isinstance(queries, str):
         if queries not in CLASSES or queries == "random":
             raise ValueError(f"unknown query class {queries!r}; use one of {', '.join(c for c in CLASSES if c != 'random')}")
+        _written(_class_numbers(queries, sizes), f"the {queries} class on {attributes}")
         return [(attributes, class_queries(queries, tuple(sizes)))]
     unknown = set(queries) - set(attributes)
     if unknown:
@@ -151,8 +166,20 @@ def _items(entry: dict, domain: Domain) -> list:
             raise ValueError(f"unknown query kind {kind!r} for {name}; use one of {', '.join(_PER_ATTRIBUTE)}")
         if len(args) != (kind == "width"):
             raise ValueError("width takes one argument, width:W" if kind == "width" else f"{kind} takes no argument")
+        _written(_class_numbers(kind, [n]), f"{kind} on {name}")
         blocks.append(_PER_ATTRIBUTE[kind](n, *args))
     return [(attributes, blocks[0] if len(blocks) == 1 else wl.Kronecker(blocks))]
+
+
+def _class_numbers(kind: str, sizes: list[int]) -> int:
+    """The numbers queries of ``kind`` on attributes of ``sizes`` write down: explicit intervals (prefix, width),
+    dense rows (circular ranges: n^2 of n; QuerySmasher's affine and abs classes on two attributes); none for
+    the implicit ones (identity, range, total)."""
+    if kind in ("affine", "abs") and len(sizes) == 2:
+        n1, n2 = sizes
+        return (n1 + n2 - 1 if kind == "affine" else max(n1, n2)) * n1 * n2
+    per_attribute = {"prefix": 1, "width": 1, "affine": 1, "abs": 1, "circular": 3}.get(kind, 0)
+    return sum(n**per_attribute for n in sizes) if per_attribute else 0
 
 
 def domain_of(W: Matrix) -> Domain:

@@ -222,3 +222,22 @@ def test_a_workload_over_more_cells_than_max_cells_is_never_embedded_in_the_full
     plan = candidates(workload, ("laplace", "gaussian"), 10**8)
     assert "matrix" not in vars(workload)
     assert all("max_cells" in reason for c, reason in plan if c.family == "hdmm")
+
+
+@pytest.mark.parametrize("workload", [
+    "prefix:1000000000",
+    "randomrange:64:1000000000",
+    {"domain": {"a": 10**9}, "workload": [{"attributes": ["a"], "queries": {"a": "prefix"}}]},
+    {"domain": {"a": 1000}, "workload": [{"attributes": ["a"], "queries": {"a": "circular"}}]},
+    {"domain": {"a": 1000, "b": 1000}, "workload": [{"attributes": ["a", "b"], "queries": "affine"}]},
+], ids=["prefix shorthand", "random ranges shorthand", "prefix on 1e9 values", "circular on 1000", "affine"])
+def test_a_workload_too_large_to_write_down_is_refused_before_it_is_built(tmp_path, capsys, workload):
+    """Built eagerly in the caller's process, these exhausted the memory (the process was killed) before any
+    time limit applied."""
+    if isinstance(workload, dict):
+        path = tmp_path / "huge.json"
+        path.write_text(json.dumps(workload))
+        workload = str(path)
+    assert main(["advise", "--workload", workload, "--budget", "rho=0.5", "--time-limit", "5", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ektelo-ng advise: error: ") and "numbers (at most 100,000,000)" in err, err
