@@ -241,3 +241,27 @@ def test_a_workload_too_large_to_write_down_is_refused_before_it_is_built(tmp_pa
     assert main(["advise", "--workload", workload, "--budget", "rho=0.5", "--time-limit", "5", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ektelo-ng advise: error: ") and "numbers (at most 100,000,000)" in err, err
+
+
+# ---- the numbers ----------------------------------------------------------------------------------------------
+def test_max_variance_is_of_the_queries_as_asked_for_every_family_under_weights():
+    """A weight of 9 on one marginal: the full-vector rows reported 9 times its variances, ResidualPlanner and
+    QuerySmasher the variances themselves; the max-variance ranking compared the two."""
+    import numpy as np
+
+    import ektelo_ng as ek
+    from ektelo_ng.kernel.matrix import Identity
+
+    items = [((0,), Identity(4)), ((1,), Identity(3)), ((0, 1), Identity(12))]
+    advice = ek.advise([4, 3], items, ek.ZCDP("0.5"), weights=[9.0, 1.0, 1.0], time_limit=20, noise="gaussian",
+                       restarts=1)
+    queries = np.vstack([np.kron(np.eye(4), np.ones((1, 3))), np.kron(np.ones((1, 4)), np.eye(3)), np.eye(12)])
+    rows = {r.name: r for r in advice.ranked()}
+    for row in rows.values():
+        if hasattr(row.strategy, "matrix"):
+            A = row.strategy.matrix.dense()
+            sensitivity = np.sqrt((A**2).sum(axis=0)).max()
+            variances = np.sum((queries @ np.linalg.pinv(A)) ** 2, axis=1) * sensitivity**2 / (2 * 0.5)
+            assert row.max_variance == pytest.approx(variances.max(), rel=1e-6), row.name
+    same = [rows["ResidualPlanner (sum loss), gaussian"], rows["HDMM OPT_0, gaussian"]]  # both at the SVD bound
+    assert same[0].max_variance == pytest.approx(same[1].max_variance, rel=1e-3)

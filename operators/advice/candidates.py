@@ -164,7 +164,7 @@ def evaluate(candidate: Candidate, workload: QueryWorkload, seed: int = 0, resta
     strategy = select(candidate, workload, seed=seed, restarts=restarts)
     seconds = time.perf_counter() - start
     return Evaluation(candidate, strategy, float(strategy.expected_error()), int(strategy.num_queries),
-                      _max_variance(strategy), cost(strategy, workload), seconds)
+                      _max_variance(strategy, workload), cost(strategy, workload), seconds)
 
 
 def svd_bound(workload: QueryWorkload, noise: Noise) -> float:
@@ -172,9 +172,10 @@ def svd_bound(workload: QueryWorkload, noise: Noise) -> float:
     return workload_svd_bound(workload.matrix, noise)
 
 
-def _max_variance(strategy: Strategy) -> float | None:
-    """The largest variance of any workload query at unit noise; None when that is not computable cheaply (a
-    QuerySmasher workload reading too many cells, or a least-squares covariance without usable structure)."""
+def _max_variance(strategy: Strategy, workload: QueryWorkload) -> float | None:
+    """The largest variance of any workload query as asked (item weights weigh the objective, not the answers)
+    at unit noise; None when that is not computable cheaply (a QuerySmasher workload reading too many cells, or a
+    least-squares covariance without usable structure)."""
     if hasattr(strategy, "max_variance"):
         return float(strategy.max_variance())
     if hasattr(strategy, "solution"):  # QuerySmasher: per query, over the dense rows of its marginal
@@ -182,6 +183,8 @@ def _max_variance(strategy: Strategy) -> float | None:
         if work > MAX_VARIANCE_WORK:
             return None
     try:
+        if isinstance(strategy, LinearStrategy):  # its workload is the weighted one it was selected for
+            return float(strategy.variances(workload.answers).max())
         return float(strategy.variances().max())
     except ValueError:  # the covariance refuses work it cannot structure (operators.covariance)
         return None
