@@ -265,3 +265,24 @@ def test_max_variance_is_of_the_queries_as_asked_for_every_family_under_weights(
             assert row.max_variance == pytest.approx(variances.max(), rel=1e-6), row.name
     same = [rows["ResidualPlanner (sum loss), gaussian"], rows["HDMM OPT_0, gaussian"]]  # both at the SVD bound
     assert same[0].max_variance == pytest.approx(same[1].max_variance, rel=1e-3)
+
+
+def test_hdmm_opt_plus_is_shown_as_the_upper_bound_it_is():
+    """OPT_+'s error is that of answering each product from its own block, 20% above what the least squares over
+    all its measurements delivers here: the row says it is a bound, not the error."""
+    import numpy as np
+
+    import ektelo_ng as ek
+    from ektelo_ng.kernel.matrix import Identity
+
+    items = [((0,), Identity(4)), ((1,), Identity(3)), ((0, 1), Identity(12))]
+    advice = ek.advise([4, 3], items, ek.ZCDP("0.5"), weights=[9.0, 1.0, 1.0], time_limit=20, noise="gaussian",
+                       restarts=1)
+    rows = {r.name: r for r in advice.ranked()}
+    plus = rows["HDMM OPT_+, gaussian"]
+    A, W = plus.strategy.matrix.dense(), advice.workload.matrix.dense()
+    exact = np.sum((W @ np.linalg.pinv(A)) ** 2) * (A**2).sum(axis=0).max() / (2 * 0.5)
+    assert plus.rmse > 1.1 * np.sqrt(exact / W.shape[0])
+    assert plus.upper_bound and not any(r.upper_bound for r in rows.values() if r is not plus)
+    assert "<=" + f"{plus.rmse:.4g}" in advice.table()
+    assert next(r for r in advice.to_dict()["rows"] if r["name"] == plus.name)["rmse_upper_bound"]

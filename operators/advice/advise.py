@@ -58,10 +58,12 @@ class Row:
     evidence: evidence.Evidence | None = None
     candidate: Candidate | None = None
     strategy: Strategy | None = field(default=None, repr=False)
+    upper_bound: bool = False  # the RMSE is the optimizer's bound (OPT_+): least squares delivers less
 
     def to_dict(self) -> dict:
         out = {"name": self.name, "family": self.family, "noise": self.noise, "status": self.status,
                "reason": self.reason, "budget": _shown(self.budget), "rmse": self.rmse,
+               "rmse_upper_bound": self.upper_bound,
                "max_variance": self.max_variance, "seconds": round(self.seconds, 3)}
         if self.cost is not None:
             out["cost"] = vars(self.cost)
@@ -116,7 +118,7 @@ class Advice:
             cells, requests, vector = ("", "", "") if cost is None else (
                 f"{cost.cells:.3g}", str(cost.requests), "full" if cost.full_vector else "marginals")
             maxvar = "" if row.max_variance is None else f"{row.max_variance:.4g}"
-            rmse = f"{row.rmse:.4g}" if row.status == "ok" else f"~{row.rmse:.3g}"
+            rmse = f"~{row.rmse:.3g}" if row.status != "ok" else f"{'<=' * row.upper_bound}{row.rmse:.4g}"
             lines.append(f"{mark}{rank:>2} {row.name:<42}{rmse:>11}{maxvar:>12}{row.seconds:>9.2f}{cells:>11}"
                          f"{requests:>9}  {vector}")
         for noise, bound in self.svd_bounds.items():
@@ -275,7 +277,7 @@ def _row(candidate: Candidate, outcome, budget: PureDP | ZCDP) -> Row:
     max_variance = None if found.max_variance is None else found.max_variance * factor
     return Row(candidate.name, candidate.family, candidate.noise, "ok", "", spent,
                math.sqrt(found.expected_error * factor / found.num_queries), max_variance, found.seconds,
-               found.cost, candidate=candidate, strategy=found.strategy)
+               found.cost, candidate=candidate, strategy=found.strategy, upper_bound=found.upper_bound)
 
 
 def _ranked(rows: list[Row], objective: Objective) -> list[Row]:

@@ -17,7 +17,7 @@ from decimal import Decimal
 from ...kernel.matrix import Identity, Kronecker
 from ..selection import classic
 from ..selection.hdmm.select import OPT0_MAX_CELLS, OPT_PLUS_MAX_PRODUCTS, OPTIMIZERS, default_optimizers
-from ..selection.hdmm.strategies import MAX_LATTICE_ATTRIBUTES, workload_svd_bound
+from ..selection.hdmm.strategies import MAX_LATTICE_ATTRIBUTES, UnionStrategy, workload_svd_bound
 from ..selection.linear import LinearStrategy
 from ..selection.query_smasher import query_smasher
 from ..selection.query_smasher.hosts import measured_hosts
@@ -72,7 +72,8 @@ class Cost:
 
 @dataclass
 class Evaluation:
-    """A selected strategy with its error at unit noise (eps = 1, or pcost 1), its cost and selection seconds."""
+    """A selected strategy with its error at unit noise (eps = 1, or pcost 1), its cost and selection seconds;
+    ``upper_bound``: the error is its optimizer's bound, above what its reconstruction delivers (OPT_+)."""
 
     candidate: Candidate
     strategy: Strategy
@@ -81,6 +82,7 @@ class Evaluation:
     max_variance: float | None
     cost: Cost
     seconds: float
+    upper_bound: bool = False
 
 
 def candidates(workload: QueryWorkload, noises: tuple[Noise, ...], max_cells: int) -> list[tuple[Candidate, str]]:
@@ -164,7 +166,8 @@ def evaluate(candidate: Candidate, workload: QueryWorkload, seed: int = 0, resta
     strategy = select(candidate, workload, seed=seed, restarts=restarts)
     seconds = time.perf_counter() - start
     return Evaluation(candidate, strategy, float(strategy.expected_error()), int(strategy.num_queries),
-                      _max_variance(strategy, workload), cost(strategy, workload), seconds)
+                      _max_variance(strategy, workload), cost(strategy, workload), seconds,
+                      isinstance(strategy, UnionStrategy))
 
 
 def svd_bound(workload: QueryWorkload, noise: Noise) -> float:
