@@ -286,3 +286,10 @@ def test_hdmm_opt_plus_is_shown_as_the_upper_bound_it_is():
     assert plus.upper_bound and not any(r.upper_bound for r in rows.values() if r is not plus)
     assert "<=" + f"{plus.rmse:.4g}" in advice.table()
     assert next(r for r in advice.to_dict()["rows"] if r["name"] == plus.name)["rmse_upper_bound"]
+
+
+def test_an_epsilon_delta_budget_on_the_command_line_states_its_conversion(capsys):
+    assert main(["advise", "--workload", "prefix:8", "--budget", "epsilon=1,delta=1e-6", "--time-limit", "10",
+                 "--json"]) == 0
+    advice = json.loads(capsys.readouterr().out)
+    assert any(text.startswith("(epsilon, delta) = (1, 1e-06) is read as rho = 0.02435") for text in advice["conversions"])

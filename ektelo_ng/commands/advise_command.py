@@ -80,13 +80,21 @@ def _workload(args: argparse.Namespace):
     return domain, W, None
 
 
+def _budget(text: str):
+    """The budget as ``advise`` takes it: an (epsilon, delta) one stays a pair, so the advice states its conversion
+    to the zCDP budget the kernel accounts."""
+    budget = parse_budget(text)  # checks the text
+    fields = dict(part.split("=", 1) for part in text.replace(" ", "").split(","))
+    return (float(fields.get("epsilon", fields.get("eps"))), float(fields["delta"])) if "delta" in fields else budget
+
+
 def run(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.max_cells) and args.max_cells >= 0):
         raise ValueError(f"max_cells must be a number of cells >= 0, got {args.max_cells}")
     if args.plot is not None and not args.json:
         _require_matplotlib()
     domain, workload, weights = _workload(args)
-    budget = parse_budget(args.budget)
+    budget = _budget(args.budget)
     progress = _Progress(enabled=not args.no_progress and not args.json)
     try:
         advice = advise(domain, workload, budget, noise=args.noise, time_limit=args.time_limit,
