@@ -293,3 +293,14 @@ def test_an_epsilon_delta_budget_on_the_command_line_states_its_conversion(capsy
                  "--json"]) == 0
     advice = json.loads(capsys.readouterr().out)
     assert any(text.startswith("(epsilon, delta) = (1, 1e-06) is read as rho = 0.02435") for text in advice["conversions"])
+
+
+def test_on_one_attribute_the_hdmm_templates_not_run_say_why():
+    """OPT_M read 'needs at most 26 attributes' and OPT_+ 'needs a union of 2 to 64 products' on a 1-D union."""
+    import ektelo_ng as ek
+    from ektelo_ng.kernel.matrix import Identity
+
+    advice = ek.advise([16], [((0,), ek.workload.Prefix(16)), ((0,), Identity(16))], 1.0, time_limit=10)
+    reasons = {r.name: r.reason for r in advice.skipped() if r.family == "hdmm"}
+    assert set(reasons) == {"HDMM OPT_kron, laplace", "HDMM OPT_+, laplace", "HDMM OPT_M, laplace"}
+    assert all("one attribute" in reason for reason in reasons.values()), reasons

@@ -134,8 +134,9 @@ def _hdmm_reason(name: str, workload: QueryWorkload, max_cells: int) -> str:
     reason = _vector_reason(workload, max_cells)
     if reason or name in default_optimizers(workload.matrix):
         return reason
+    if len(workload.domain) == 1:
+        return "on one attribute HDMM (default_optimizers) runs OPT_0 alone"
     return {"opt_0": f"an explicit strategy over all cells: {OPT0_MAX_CELLS:,} cells at most",
-            "opt_kron": "the same as OPT_0 on one attribute",
             "opt_plus": f"needs a union of 2 to {OPT_PLUS_MAX_PRODUCTS} products",
             "opt_marginals": f"needs at most {MAX_LATTICE_ATTRIBUTES} attributes"}[name]
 
