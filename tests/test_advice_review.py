@@ -304,3 +304,15 @@ def test_on_one_attribute_the_hdmm_templates_not_run_say_why():
     reasons = {r.name: r.reason for r in advice.skipped() if r.family == "hdmm"}
     assert set(reasons) == {"HDMM OPT_kron, laplace", "HDMM OPT_+, laplace", "HDMM OPT_M, laplace"}
     assert all("one attribute" in reason for reason in reasons.values()), reasons
+
+
+@pytest.mark.parametrize("extra", [["--json", "--plot", "{tmp}/advice.png"], ["--out", "{tmp}/no/such/folder/a.json"],
+                                   ["--plot", "{tmp}/no/such/folder/a.png"]], ids=["plot without matplotlib",
+                                                                                   "out folder", "plot folder"])
+def test_what_would_fail_after_the_advice_fails_before_it(tmp_path, capsys, monkeypatch, extra):
+    if "--json" in extra:
+        monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed
+    extra = [e.format(tmp=tmp_path) for e in extra]
+    assert main(["advise", "--workload", "prefix:8", "--time-limit", "10", "--no-progress", *extra]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("ektelo-ng advise: error: ") and err.count("\n") == 1, err

@@ -91,8 +91,11 @@ def _budget(text: str):
 def run(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.max_cells) and args.max_cells >= 0):
         raise ValueError(f"max_cells must be a number of cells >= 0, got {args.max_cells}")
-    if args.plot is not None and not args.json:
+    if args.plot is not None:
         _require_matplotlib()
+    for path in (args.out, args.plot):
+        if path is not None and not path.parent.is_dir():
+            raise FileNotFoundError(f"cannot write {path}: the folder {path.parent} does not exist")
     domain, workload, weights = _workload(args)
     budget = _budget(args.budget)
     progress = _Progress(enabled=not args.no_progress and not args.json)
