@@ -25,6 +25,9 @@ def advised(source: Handle, workload, budget: PureDP | ZCDP, *, shape=None,
     """Measure the strategy saved in ``advice`` on ``source`` with all of ``budget``; ``workload``: what the
     estimate answers by default (the advised workload when None)."""
     saved = load(advice, getattr(source, "domain", None))
+    if workload is not None and workload.shape[1] != saved.workload.cells:
+        raise ValueError(f"the workload has {workload.shape[1]} columns but the advice's domain {saved.workload.cells} "
+                         "cells: give queries over its cells (or none, for the advised ones)")
     spent = noise_budget(saved.noise, budget)  # a Laplace pick, data-dependent too, takes a pure epsilon
     if saved.plan is not None:
         from .registry import info  # the registry lists this plan: import it when needed

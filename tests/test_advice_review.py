@@ -316,3 +316,18 @@ def test_what_would_fail_after_the_advice_fails_before_it(tmp_path, capsys, monk
     assert main(["advise", "--workload", "prefix:8", "--time-limit", "10", "--no-progress", *extra]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("ektelo-ng advise: error: ") and err.count("\n") == 1, err
+
+
+def test_a_workload_that_does_not_fit_the_advice_is_refused_before_any_budget_is_spent(tmp_path, capsys,
+                                                                                     saved_advice):
+    import numpy as np
+
+    import ektelo_ng as ek
+    from ektelo_ng.plans import catalog
+
+    path = tmp_path / "advice.json"
+    path.write_text(json.dumps(saved_advice))
+    session = ek.protect({"age": np.arange(100) % 16}, {"age": 16}, ek.PureDP("0.5"), seed=0)
+    with pytest.raises(ValueError, match="32 columns.*16 cells"):
+        catalog["Advised"](session.source, ek.workload.Prefix(32), ek.PureDP("0.5"), advice=path)
+    assert session.budget.spent.value == 0
