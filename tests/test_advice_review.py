@@ -331,3 +331,27 @@ def test_a_workload_that_does_not_fit_the_advice_is_refused_before_any_budget_is
     with pytest.raises(ValueError, match="32 columns.*16 cells"):
         catalog["Advised"](session.source, ek.workload.Prefix(32), ek.PureDP("0.5"), advice=path)
     assert session.budget.spent.value == 0
+
+
+# ---- the API --------------------------------------------------------------------------------------------------
+def test_array_workloads_are_taken_as_matrices():
+    import numpy as np
+
+    import ektelo_ng as ek
+
+    rows = np.tril(np.ones((4, 4)))
+    whole = ek.advise([4], rows, 1.0, time_limit=10)
+    items = ek.advise([4], [((0,), rows.tolist())], 1.0, time_limit=10)
+    assert whole.pick.rmse == pytest.approx(items.pick.rmse, rel=1e-6)
+
+
+@pytest.mark.parametrize("workload, budget, message", [
+    ([(0,)], 1.0, "each workload item is an \\(attributes, matrix\\) pair"),
+    ([((0,), "prefix")], 1.0, "need 4 columns"),
+    (None, (1, 1e-6, 3), "a budget is PureDP, ZCDP, an epsilon or an \\(epsilon, delta\\) pair"),
+], ids=["item not a pair", "item matrix a word", "budget triple"])
+def test_bad_api_arguments_are_refused_by_what_they_should_be(workload, budget, message):
+    import ektelo_ng as ek
+
+    with pytest.raises(ValueError, match=message):
+        ek.advise([4], workload if workload is not None else ek.workload.Prefix(4), budget, time_limit=5)

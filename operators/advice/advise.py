@@ -158,6 +158,8 @@ def as_budget(budget: BudgetLike) -> tuple[PureDP | ZCDP, list[str]]:
     if isinstance(budget, (PureDP, ZCDP)):
         return budget, []
     if isinstance(budget, tuple):
+        if len(budget) != 2:
+            raise ValueError(f"a budget is PureDP, ZCDP, an epsilon or an (epsilon, delta) pair, got {budget!r}")
         epsilon, delta = budget
         rho = zcdp_for_approx_dp(epsilon, delta)
         return rho, [f"(epsilon, delta) = ({epsilon:g}, {delta:g}) is read as rho = {float(rho.rho):.6g}: the largest "
@@ -183,8 +185,8 @@ def advise(
 ) -> Advice:
     """Compare every applicable selector on ``workload`` at ``budget`` and pick the best by ``objective``.
 
-    ``workload``: a matrix over every cell of ``domain`` or ``[(attributes, matrix)]`` queries on marginals
-    (``weights``: one per item). ``budget``: PureDP, ZCDP, an epsilon, or an (epsilon, delta) pair. ``noise``:
+    ``workload``: a matrix (or array) over every cell of ``domain`` or ``[(attributes, matrix)]`` queries on
+    marginals, each matrix a kernel Matrix, an array or lists of rows (``weights``: one per item). ``budget``: PureDP, ZCDP, an epsilon, or an (epsilon, delta) pair. ``noise``:
     only Laplace or only Gaussian strategies (default: all the budget allows). ``time_limit``: seconds for the
     whole advice; a selector still running at its slot's end is stopped and listed as skipped. ``scale``: the
     table's public number of records, which brings in the DPBench evidence on data-dependent plans for 1-D

@@ -81,6 +81,8 @@ class QueryWorkload:
         if isinstance(workload, QueryWorkload):
             return workload
         domain = as_domain(domain)
+        if isinstance(workload, np.ndarray):  # rows over every cell
+            workload = Dense(np.asarray(workload, dtype=np.float64))
         if isinstance(workload, Matrix):
             if weights is not None:
                 raise ValueError("weights go with (attributes, matrix) items; weight a matrix with W * c")
@@ -91,6 +93,9 @@ class QueryWorkload:
         weights = [1.0] * len(pairs) if weights is None else [float(w) for w in weights]
         if len(weights) != len(pairs):
             raise ValueError(f"{len(weights)} weights for {len(pairs)} workload items")
+        if not all(isinstance(pair, (tuple, list)) and len(pair) == 2 for pair in pairs):
+            raise ValueError("each workload item is an (attributes, matrix) pair; a matrix over every cell is given "
+                             "alone")
         return cls(domain, [_item(domain, attributes, matrix, w) for (attributes, matrix), w in zip(pairs, weights)])
 
     @classmethod
@@ -205,7 +210,12 @@ def _item(domain: Domain, attributes, matrix, weight: float) -> Item:
     names = [attributes] if isinstance(attributes, (str, int, np.integer)) else list(attributes)
     positions = domain.indices(names) if names else []
     cells = math.prod(domain.sizes[a] for a in positions)
-    matrix = Dense(np.asarray(matrix, dtype=np.float64)) if isinstance(matrix, np.ndarray) else matrix
+    if not isinstance(matrix, Matrix):  # rows as an array or lists
+        try:
+            rows = np.array(matrix, dtype=np.float64, ndmin=2)
+        except (TypeError, ValueError):
+            rows = None
+        matrix = Dense(rows) if rows is not None and rows.ndim == 2 else matrix
     if not isinstance(matrix, Matrix) or matrix.shape[1] != cells:
         raise ValueError(f"the queries on {names} need {cells} columns (one per cell of that marginal), "
                          f"got {getattr(matrix, 'shape', type(matrix).__name__)}")
