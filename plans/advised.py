@@ -10,8 +10,10 @@ budget, the same largest epsilon).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from ..kernel.matrix import Matrix
 from ..kernel.privacy import PureDP, ZCDP
 from ..operators.advice import load
 from ..operators.client import Handle
@@ -20,7 +22,7 @@ from ..operators.privacy import noise_budget
 from ..operators.selection.linear import LinearStrategy
 
 
-def advised(source: Handle, workload, budget: PureDP | ZCDP, *, shape=None,
+def advised(source: Handle, workload: Matrix | None, budget: PureDP | ZCDP, *, shape: Sequence[int] | None = None,
             advice: str | Path = "strategy.json") -> Estimate:
     """Measure the strategy saved in ``advice`` on ``source`` with all of ``budget``; ``workload``: what the
     estimate answers by default (the advised workload when None)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -28,7 +28,7 @@ from ..selection.strategy import Noise, Strategy
 from . import evidence
 from .candidates import Candidate, Cost, Evaluation, candidates, evaluate, svd_bound
 from .deadline import Worker, default_memory_limit
-from .workload import QueryWorkload
+from .workload import QueryWorkload, WorkloadLike
 
 Objective = Literal["rmse", "max_variance"]
 BudgetLike = PureDP | ZCDP | float | int | Fraction | tuple[float, float]
@@ -94,9 +94,11 @@ class Advice:
         return None if self.pick is None else self.pick.strategy
 
     def ranked(self) -> list[Row]:
+        """The rows with an error (computed, or evidence), best first."""
         return [r for r in self.rows if r.status != "skipped"]
 
     def skipped(self) -> list[Row]:
+        """The selectors that did not apply or did not finish, each with its reason."""
         return [r for r in self.rows if r.status == "skipped"]
 
     def to_dict(self) -> dict:
@@ -169,13 +171,13 @@ def as_budget(budget: BudgetLike) -> tuple[PureDP | ZCDP, list[str]]:
 
 def advise(
     domain: DomainLike,
-    workload,
+    workload: WorkloadLike,
     budget: BudgetLike,
     *,
     noise: Noise | None = None,
     time_limit: float = 60.0,
     objective: Objective = "rmse",
-    weights=None,
+    weights: Sequence[float] | None = None,
     scale: float | None = None,
     shape: str | None = None,
     max_cells: int = DEFAULT_MAX_CELLS,

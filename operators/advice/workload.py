@@ -25,6 +25,8 @@ from ..selection.hdmm.gram import product_terms
 from ..specs import to_spec
 
 Subset = tuple[int, ...]
+#: A workload as ``advise`` takes it: a matrix (or array) over every cell, or ``[(attributes, matrix)]`` items.
+WorkloadLike = Matrix | np.ndarray | Iterable[tuple]
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,8 @@ class QueryWorkload:
 
     # ---- construction ---------------------------------------------------------------
     @classmethod
-    def of(cls, domain: DomainLike, workload, weights: Sequence[float] | None = None) -> QueryWorkload:
+    def of(cls, domain: DomainLike, workload: WorkloadLike | QueryWorkload,
+           weights: Sequence[float] | None = None) -> QueryWorkload:
         """From a matrix over every cell of ``domain``, or ``[(attributes, matrix)]`` items (QuerySmasher's form:
         attributes by name or position, the matrix over that marginal); ``weights``: one per item."""
         if isinstance(workload, QueryWorkload):
