@@ -355,3 +355,17 @@ def test_bad_api_arguments_are_refused_by_what_they_should_be(workload, budget, 
 
     with pytest.raises(ValueError, match=message):
         ek.advise([4], workload if workload is not None else ek.workload.Prefix(4), budget, time_limit=5)
+
+
+def test_rows_tied_in_error_and_cost_rank_in_a_fixed_order_not_by_the_clock():
+    """ResidualPlanner and QuerySmasher tie at the SVD bound with the same cost; the selection seconds (0.8 ms
+    against 3 ms, noise on a loaded machine) decided the pick, so one call could pick either."""
+    from ektelo_ng.operators.advice.advise import Row, _ranked
+    from ektelo_ng.operators.advice.candidates import Cost
+
+    cost = Cost(cells=12, requests=2, answers=20, memory_bytes=1040, full_vector=False)
+    first = Row("ResidualPlanner (sum loss), gaussian", "residual-planner", "gaussian", "ok", rmse=1.79,
+                max_variance=1.0, seconds=0.5, cost=cost)
+    second = Row("QuerySmasher (exact), gaussian", "query-smasher", "gaussian", "ok", rmse=1.79 * (1 + 1e-9),
+                 max_variance=1.0, seconds=0.001, cost=cost)
+    assert _ranked([first, second], "rmse") == [first, second]

@@ -286,7 +286,15 @@ def _row(candidate: Candidate, outcome, budget: PureDP | ZCDP) -> Row:
 
 def _ranked(rows: list[Row], objective: Objective) -> list[Row]:
     """Best first by the objective; rows equal in it (to ``TIE_RTOL``) go cheapest first: no full data vector,
-    then less memory, then faster selection. Skipped rows last."""
+    then less memory, then the one run first (the cheaper family; not the measured seconds, which would make
+    the same call pick differently on a busy machine). Skipped rows last."""
+    run_order = {id(row): k for k, row in enumerate(rows)}
+
+    def cheapness(row: Row) -> tuple:
+        cost = row.cost
+        return (True, 0, run_order[id(row)]) if cost is None else (cost.full_vector, cost.memory_bytes,
+                                                                    run_order[id(row)])
+
     ordered = sorted(rows, key=lambda r: (r.status == "skipped", _objective(r, objective)))
     out, i = [], 0
     while i < len(ordered):
@@ -294,14 +302,9 @@ def _ranked(rows: list[Row], objective: Objective) -> list[Row]:
         while (j < len(ordered) and ordered[j].status == ordered[i].status
                and _objective(ordered[j], objective) <= first * (1 + TIE_RTOL)):
             j += 1
-        out += sorted(ordered[i:j], key=_cheapness)
+        out += sorted(ordered[i:j], key=cheapness)
         i = j
     return out
-
-
-def _cheapness(row: Row) -> tuple:
-    cost = row.cost
-    return (True, 0, 0.0) if cost is None else (cost.full_vector, cost.memory_bytes, row.seconds)
 
 
 def _objective(row: Row, objective: Objective) -> float:
