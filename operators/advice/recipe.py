@@ -19,7 +19,6 @@ from pydantic import ValidationError
 
 from ...kernel.privacy import PureDP, ZCDP
 from ..domains import DomainLike, as_domain
-from ..privacy import noise_budget
 from ..selection.linear import unit_scale
 from ..selection.strategy import Strategy
 from . import evidence
@@ -45,11 +44,6 @@ class Saved:
     strategy: Strategy | None
     plan: str | None
     scale: float | None = None
-
-    def rmse_at(self, budget: PureDP | ZCDP) -> float:
-        """The predicted RMSE when measuring with ``budget`` (already spent with this pick's noise)."""
-        return self.rmse * math.sqrt(unit_scale(noise_budget(self.noise, budget))
-                                     / unit_scale(noise_budget(self.noise, self.budget)))
 
 
 def _budget_dict(budget: PureDP | ZCDP) -> dict:
