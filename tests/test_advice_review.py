@@ -154,7 +154,8 @@ BAD_FILES = {
     "size a word": ("json", {"domain": {"a": "ten"}, "workload": [{"marginals": "kway:1"}]}, "size of 'a'"),
     "size negative": ("json", {"domain": {"a": -3}, "workload": [{"marginals": "kway:1"}]}, "positive"),
     "no attributes": ("json", {"domain": {}, "workload": [{"marginals": "kway:1"}]}, "at least one attribute"),
-    "weight a list": ("json", {"domain": {"a": 4}, "workload": [{"marginals": "kway:1", "weight": [1]}]}, "item 1: weight"),
+    "weight a list": ("json", {"domain": {"a": 4}, "workload": [{"marginals": "kway:1", "weight": [1]}]},
+                      "item 1: weight"),
     "weight a word": ("json", {"domain": {"a": 4}, "workload": [{"marginals": "kway:1", "weight": "heavy"}]},
                       "item 1: weight"),
     "empty item": ("json", {"domain": {"a": 4}, "workload": [{}]}, "{marginals: ...}"),
@@ -292,7 +293,8 @@ def test_an_epsilon_delta_budget_on_the_command_line_states_its_conversion(capsy
     assert main(["advise", "--workload", "prefix:8", "--budget", "epsilon=1,delta=1e-6", "--time-limit", "10",
                  "--json"]) == 0
     advice = json.loads(capsys.readouterr().out)
-    assert any(text.startswith("(epsilon, delta) = (1, 1e-06) is read as rho = 0.02435") for text in advice["conversions"])
+    said = "(epsilon, delta) = (1, 1e-06) is read as rho = 0.02435"
+    assert any(text.startswith(said) for text in advice["conversions"])
 
 
 def test_on_one_attribute_the_hdmm_templates_not_run_say_why():

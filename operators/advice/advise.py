@@ -188,13 +188,14 @@ def advise(
     """Compare every applicable selector on ``workload`` at ``budget`` and pick the best by ``objective``.
 
     ``workload``: a matrix (or array) over every cell of ``domain`` or ``[(attributes, matrix)]`` queries on
-    marginals, each matrix a kernel Matrix, an array or lists of rows (``weights``: one per item). ``budget``: PureDP, ZCDP, an epsilon, or an (epsilon, delta) pair. ``noise``:
-    only Laplace or only Gaussian strategies (default: all the budget allows). ``time_limit``: seconds for the
-    whole advice; a selector still running at its slot's end is stopped and listed as skipped. ``scale``: the
-    table's public number of records, which brings in the DPBench evidence on data-dependent plans for 1-D
-    and 2-D workloads (``shape``: restrict it to replayed datasets of one shape label). ``max_cells``: the
-    largest data vector a strategy may measure. ``seed``, ``restarts``: HDMM's random starts. ``progress``:
-    called as ``progress(name, k, total)`` before the k-th selector (from 0) runs.
+    marginals, each matrix a kernel Matrix, an array or lists of rows (``weights``: one per item). ``budget``:
+    PureDP, ZCDP, an epsilon, or an (epsilon, delta) pair. ``noise``: only Laplace or only Gaussian strategies
+    (default: all the budget allows). ``time_limit``: seconds for the whole advice; a selector still running at
+    its slot's end is stopped and listed as skipped. ``scale``: the table's public number of records, which
+    brings in the DPBench evidence on data-dependent plans for 1-D and 2-D workloads (``shape``: restrict it to
+    replayed datasets of one shape label). ``max_cells``: the largest data vector a strategy may measure.
+    ``seed``, ``restarts``: HDMM's random starts. ``progress``: called as ``progress(name, k, total)`` before the
+    k-th selector (from 0) runs.
     """
     start = time.perf_counter()
     if not (math.isfinite(time_limit) and time_limit > 0):
