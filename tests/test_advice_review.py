@@ -371,3 +371,19 @@ def test_rows_tied_in_error_and_cost_rank_in_a_fixed_order_not_by_the_clock():
     second = Row("QuerySmasher (exact), gaussian", "query-smasher", "gaussian", "ok", rmse=1.79 * (1 + 1e-9),
                  max_variance=1.0, seconds=0.001, cost=cost)
     assert _ranked([first, second], "rmse") == [first, second]
+
+
+def test_without_a_domain_run_leaves_the_rebuild_to_the_plan_which_knows_the_tables(tmp_path, saved_advice,
+                                                                                     monkeypatch):
+    """With --connect the table's domain is known only from the connection: a huge advice was rebuilt before it
+    (7 TiB for 10^12 cells), where the Advised plan refuses it for the table's domain before rebuilding."""
+    from ektelo_ng.commands import run_command
+
+    document = copy.deepcopy(saved_advice)
+    TAMPERED["another domain, huge"](document)
+    path = tmp_path / "advice.json"
+    path.write_text(json.dumps(document))
+    rebuilt = []
+    monkeypatch.setattr("ektelo_ng.operators.advice.load", lambda *a: rebuilt.append(a))
+    run_command.load_plan(path, None)
+    assert rebuilt == []

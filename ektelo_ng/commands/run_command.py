@@ -59,13 +59,14 @@ def register(subcommands) -> None:
 
 def load_plan(path: Path, domain: str | None = None):
     """A plan script's ``plan`` function, a plan of the catalog by name (with its default parameters), or a saved
-    advice (the Advised plan on that file: rebuilt and checked here, for ``domain`` if given, before any table is
-    read)."""
+    advice (the Advised plan on that file; given the table's ``domain``, rebuilt and checked here, before the
+    table is read; else by the plan, which checks the domain it measures first)."""
     if path.suffix == ".json" and path.is_file():
-        from ektelo_ng.operators.advice import load
+        from ektelo_ng.operators import advice
         from ektelo_ng.plans import catalog
 
-        load(path, parse_domain(domain) if domain else None)
+        if domain:
+            advice.load(path, parse_domain(domain))
         return lambda source, workload, budget: catalog["Advised"](source, workload, budget, advice=path)
     if not path.is_file():
         from ektelo_ng.plans import catalog, info
