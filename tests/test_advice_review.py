@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ektelo_ng.cli import main
@@ -387,3 +388,11 @@ def test_without_a_domain_run_leaves_the_rebuild_to_the_plan_which_knows_the_tab
     monkeypatch.setattr("ektelo_ng.operators.advice.load", lambda *a: rebuilt.append(a))
     run_command.load_plan(path, None)
     assert rebuilt == []
+
+
+@pytest.mark.parametrize("workload", [np.zeros((0, 4)), [((0,), np.zeros((0, 4)))]], ids=["matrix", "item"])
+def test_a_workload_of_no_rows_is_refused_by_name(workload):
+    import ektelo_ng as ek
+
+    with pytest.raises(ValueError, match="no queries"):
+        ek.advise([4], workload, 1.0, time_limit=5)

@@ -106,6 +106,8 @@ class QueryWorkload:
         cells = math.prod(domain.sizes)
         if W.shape[1] != cells:
             raise ValueError(f"the workload matrix has {W.shape[1]} columns but the domain {cells} cells")
+        if W.shape[0] == 0:
+            raise ValueError("the workload matrix has no queries (no rows)")
         terms = product_terms(W)
         if [f.shape[1] for f in terms[0][1]] != list(domain.sizes):
             return cls(domain, [Item((0,), domain.sizes, W)] if len(domain) == 1 else None, W)
@@ -222,6 +224,8 @@ def _item(domain: Domain, attributes, matrix, weight: float) -> Item:
     if not isinstance(matrix, Matrix) or matrix.shape[1] != cells:
         raise ValueError(f"the queries on {names} need {cells} columns (one per cell of that marginal), "
                          f"got {getattr(matrix, 'shape', type(matrix).__name__)}")
+    if matrix.shape[0] == 0:
+        raise ValueError(f"the item on {names} has no queries (no rows)")
     if not (math.isfinite(weight) and weight > 0):
         raise ValueError(f"item weights must be positive and finite, got {weight}")
     order = sorted(range(len(positions)), key=positions.__getitem__)
