@@ -396,3 +396,8 @@ def test_a_workload_of_no_rows_is_refused_by_name(workload):
 
     with pytest.raises(ValueError, match="no queries"):
         ek.advise([4], workload, 1.0, time_limit=5)
+
+
+def test_a_shape_without_a_scale_is_refused_rather_than_ignored(capsys):
+    assert main(["advise", "--workload", "prefix:64", "--shape", "skewed", "--time-limit", "5", "--no-progress"]) == 2
+    assert "with scale" in capsys.readouterr().err

@@ -204,6 +204,9 @@ def advise(
         raise ValueError(f"objective must be 'rmse' or 'max_variance', got {objective!r}")
     if scale is not None and not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale (the public number of records) must be positive, got {scale}")
+    if shape is not None and scale is None:
+        raise ValueError(f"shape {shape!r} restricts the DPBench evidence, which comes with scale (the public "
+                         "number of records): give both")
     for name, value, least in (("max_cells", max_cells, 0), ("seed", seed, 0), ("restarts", restarts, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
