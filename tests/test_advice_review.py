@@ -401,3 +401,24 @@ def test_a_workload_of_no_rows_is_refused_by_name(workload):
 def test_a_shape_without_a_scale_is_refused_rather_than_ignored(capsys):
     assert main(["advise", "--workload", "prefix:64", "--shape", "skewed", "--time-limit", "5", "--no-progress"]) == 2
     assert "with scale" in capsys.readouterr().err
+
+
+def test_a_shape_the_replay_has_no_dataset_of_gives_advice_without_evidence():
+    """No 2-D dataset of the replay is smooth: the whole advice failed, after running every selector."""
+    import ektelo_ng as ek
+
+    advice = ek.advise([16, 16], ek.workload.RandomRange((16, 16), 20, seed=0), 1.0, scale=1000, shape="smooth",
+                       time_limit=10)
+    assert advice.pick is not None and not [r for r in advice.rows if r.status == "evidence"]
+    assert any("no 2-D dataset of shape 'smooth'" in note for note in advice.notes)
+
+
+def test_an_unknown_shape_is_refused_before_any_selector_runs(monkeypatch):
+    import importlib
+
+    import ektelo_ng as ek
+
+    advise_module = importlib.import_module("ektelo_ng.operators.advice.advise")
+    monkeypatch.setattr(advise_module, "Worker", None)  # no selector may run
+    with pytest.raises(ValueError, match="unknown shape label 'weird'"):
+        ek.advise([64], ek.workload.Prefix(64), 1.0, scale=100, shape="weird", time_limit=5)

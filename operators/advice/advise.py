@@ -207,6 +207,8 @@ def advise(
     if shape is not None and scale is None:
         raise ValueError(f"shape {shape!r} restricts the DPBench evidence, which comes with scale (the public "
                          "number of records): give both")
+    if shape is not None and shape not in evidence.shape_labels():
+        raise ValueError(f"unknown shape label {shape!r}; the labels are {', '.join(evidence.shape_labels())}")
     for name, value, least in (("max_cells", max_cells, 0), ("seed", seed, 0), ("restarts", restarts, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
@@ -324,6 +326,9 @@ def _evidence_rows(rows: list[Row], workload: QueryWorkload, budget, scale: floa
                 "noise; it does not apply here"]
     spent = noise_budget("laplace", budget)
     found = evidence.evidence(len(workload.domain), workload.cells, scale * float(spent.epsilon), shape)
+    if not found:
+        return [f"the DPBench replay has no {len(workload.domain)}-D dataset of shape {shape!r}: no evidence on "
+                "data-dependent plans"]
     for e in [e for e in found if e.data_dependent][:EVIDENCE_ROWS]:
         rows.append(Row(e.algorithm, "data-dependent", "laplace", "evidence",
                         f"measured in the DPBench replay: {e.typical:.3g}x Identity's error "
