@@ -87,9 +87,11 @@ class Evaluation:
 
 def candidates(workload: QueryWorkload, noises: tuple[Noise, ...], max_cells: int) -> list[tuple[Candidate, str]]:
     """Every candidate for these noises, cheapest first, each with '' or the reason it does not apply."""
+    vector = _vector_reason(workload, max_cells)
+    hdmm_runs = () if vector else default_optimizers(workload.matrix)  # once: it unfolds the whole workload
     out = []
     for noise in noises:
-        out += [(Candidate("classic", name, noise), _classic_reason(name, workload, max_cells)) for name in CLASSIC]
+        out += [(Candidate("classic", name, noise), _classic_reason(name, workload, vector)) for name in CLASSIC]
     for loss in FAMILIES["residual-planner"][0]:
         out.append((Candidate("residual-planner", loss, "gaussian"),
                     _gaussian_reason(noises) or ("" if workload.marginals is not None else
@@ -100,7 +102,8 @@ def candidates(workload: QueryWorkload, noises: tuple[Noise, ...], max_cells: in
                                                  "takes queries on marginals: the workload matrix is not a union of "
                                                  "products over the attributes")))
     for noise in noises:
-        out += [(Candidate("hdmm", name, noise), _hdmm_reason(name, workload, max_cells)) for name in HDMM_TEMPLATES]
+        out += [(Candidate("hdmm", name, noise), _hdmm_reason(name, workload, vector, hdmm_runs))
+                for name in HDMM_TEMPLATES]
     return out
 
 
@@ -119,7 +122,7 @@ def _vector_reason(workload: QueryWorkload, max_cells: int) -> str:
     return ""
 
 
-def _classic_reason(name: str, workload: QueryWorkload, max_cells: int) -> str:
+def _classic_reason(name: str, workload: QueryWorkload, vector_reason: str) -> str:
     sizes = workload.domain.sizes
     if name == "Privelet" and any(n & (n - 1) for n in sizes):
         return "needs power-of-two attribute sizes"
@@ -127,13 +130,14 @@ def _classic_reason(name: str, workload: QueryWorkload, max_cells: int) -> str:
         return "1-D workloads only"
     if name == "QuadTree" and len(sizes) != 2:
         return "2-D domains only"
-    return _vector_reason(workload, max_cells)
+    return vector_reason
 
 
-def _hdmm_reason(name: str, workload: QueryWorkload, max_cells: int) -> str:
-    reason = _vector_reason(workload, max_cells)
-    if reason or name in default_optimizers(workload.matrix):
-        return reason
+def _hdmm_reason(name: str, workload: QueryWorkload, vector_reason: str, runs: tuple[str, ...]) -> str:
+    """Why a template does not apply: the full vector's reason, or one HDMM's ``default_optimizers`` (``runs``)
+    skips it for."""
+    if vector_reason or name in runs:
+        return vector_reason
     if len(workload.domain) == 1:
         return "on one attribute HDMM (default_optimizers) runs OPT_0 alone"
     return {"opt_0": f"an explicit strategy over all cells: {OPT0_MAX_CELLS:,} cells at most",
