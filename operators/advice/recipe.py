@@ -27,8 +27,10 @@ from .workload import QueryWorkload
 
 FORMAT = "ektelo-ng advice"
 VERSION = 1
-#: Relative agreement required between the rebuilt strategy's unit-noise error and the saved one.
-RTOL = 1e-6
+#: Relative agreement required between the rebuilt strategy's unit-noise error and the saved one. HDMM's optimizer
+#: is not bit-reproducible from one process to another (its BLAS reductions), so strategies rebuilt elsewhere
+#: agree to about 1e-5 (6e-6 seen); a changed library or workload moves the error by far more.
+RTOL = 1e-4
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ selects for is exactly the one a saved advice rebuilds (``to_dict`` / ``from_dic
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -185,7 +186,8 @@ class QueryWorkload:
 
     def describe(self) -> str:
         names = self.domain.names
-        size = f"{len(self.domain)} attribute{'s' * (len(self.domain) > 1)}, {self.cells:,} cells"
+        cells = f"{self.cells:,}" if self.cells < 10**12 else f"{Decimal(self.cells):.3g}"
+        size = f"{len(self.domain)} attribute{'s' * (len(self.domain) > 1)}, {cells} cells"
         if self.items is None:
             return f"{self.num_queries:,} queries over {size}"
         kinds = "marginals" if self.marginals is not None else "query sets on marginals"
