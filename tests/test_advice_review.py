@@ -1,19 +1,32 @@
-"""The advisor under a demanding and a hostile user: scripts without a main guard, interruptions, huge and
-malformed workloads, tampered advice files, and numbers checked against what the strategies deliver."""
+"""The advisor under a demanding and a hostile user: scripts without a main guard, huge and malformed workloads,
+tampered advice files, bad arguments, and numbers checked against what the strategies deliver."""
 
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import os
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import ektelo_ng as ek
 from ektelo_ng.cli import main
+from ektelo_ng.commands import run_command
+from ektelo_ng.kernel.matrix import Identity
+from ektelo_ng.operators import workload as wl
+from ektelo_ng.operators.advice import QueryWorkload
+from ektelo_ng.operators.advice import candidates as candidates_module
+from ektelo_ng.operators.advice.advise import Row, _ranked
+from ektelo_ng.operators.advice.candidates import Cost, candidates
+from ektelo_ng.operators.advice.deadline import Worker
+from ektelo_ng.operators.privacy import epsilon_within_zcdp
+from ektelo_ng.plans import catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,8 +69,6 @@ def test_a_worker_starts_under_an_address_space_limit_lower_than_its_own(tmp_pat
 
 
 def test_a_worker_that_cannot_start_says_so_and_none_starts_without_time():
-    from ektelo_ng.operators.advice.deadline import Worker
-
     with Worker(preload=("no_such_module_anywhere",)) as worker:
         outcome = worker.run(sum, ([1],), 60)
         assert outcome.status == "error" and "could not start" in outcome.reason
@@ -68,15 +79,6 @@ def test_a_worker_that_cannot_start_says_so_and_none_starts_without_time():
 # ---- saved advice through the kernel --------------------------------------------------------------------------
 def test_a_data_dependent_pick_under_zcdp_runs_at_the_advised_epsilon(tmp_path):
     """Evidence rows are priced at epsilon = sqrt(2 rho) (Laplace); the plan got the ZCDP budget and failed."""
-    from fractions import Fraction
-
-    import numpy as np
-
-    import ektelo_ng as ek
-    from ektelo_ng.operators import workload as wl
-    from ektelo_ng.operators.privacy import epsilon_within_zcdp
-    from ektelo_ng.plans import catalog
-
     budget = ek.ZCDP("0.005")
     advice = ek.advise([32, 32], wl.RandomRange((32, 32), 50, seed=0), budget, scale=1000, time_limit=5)
     assert advice.pick.status == "evidence"
@@ -206,8 +208,6 @@ def test_bad_numbers_on_the_command_line_are_refused_by_name(capsys, option, val
 
 @pytest.mark.parametrize("kwargs", [{"restarts": 0}, {"max_cells": 1.5}, {"max_cells": -1}, {"seed": -1}])
 def test_bad_whole_numbers_are_refused_by_the_api(kwargs):
-    import ektelo_ng as ek
-
     with pytest.raises(ValueError, match=f"{next(iter(kwargs))} must be a whole number"):
         ek.advise([8], ek.workload.Prefix(8), 1.0, time_limit=5, **kwargs)
 
@@ -216,10 +216,6 @@ def test_bad_whole_numbers_are_refused_by_the_api(kwargs):
 def test_a_workload_over_more_cells_than_max_cells_is_never_embedded_in_the_full_vector():
     """Embedding 36,051 marginals of 60 attributes over every cell took 4 s of the caller's time (outside the
     worker and its time limit), and the embedding was then sent to the worker with every job."""
-    from ektelo_ng.kernel.matrix import Identity
-    from ektelo_ng.operators.advice import QueryWorkload
-    from ektelo_ng.operators.advice.candidates import candidates
-
     workload = QueryWorkload.of([3] * 60, [((a,), Identity(3)) for a in range(60)])
     plan = candidates(workload, ("laplace", "gaussian"), 10**8)
     assert "matrix" not in vars(workload)
@@ -249,11 +245,6 @@ def test_a_workload_too_large_to_write_down_is_refused_before_it_is_built(tmp_pa
 def test_max_variance_is_of_the_queries_as_asked_for_every_family_under_weights():
     """A weight of 9 on one marginal: the full-vector rows reported 9 times its variances, ResidualPlanner and
     QuerySmasher the variances themselves; the max-variance ranking compared the two."""
-    import numpy as np
-
-    import ektelo_ng as ek
-    from ektelo_ng.kernel.matrix import Identity
-
     items = [((0,), Identity(4)), ((1,), Identity(3)), ((0, 1), Identity(12))]
     advice = ek.advise([4, 3], items, ek.ZCDP("0.5"), weights=[9.0, 1.0, 1.0], time_limit=20, noise="gaussian",
                        restarts=1)
@@ -272,11 +263,6 @@ def test_max_variance_is_of_the_queries_as_asked_for_every_family_under_weights(
 def test_hdmm_opt_plus_is_shown_as_the_upper_bound_it_is():
     """OPT_+'s error is that of answering each product from its own block, 20% above what the least squares over
     all its measurements delivers here: the row says it is a bound, not the error."""
-    import numpy as np
-
-    import ektelo_ng as ek
-    from ektelo_ng.kernel.matrix import Identity
-
     items = [((0,), Identity(4)), ((1,), Identity(3)), ((0, 1), Identity(12))]
     advice = ek.advise([4, 3], items, ek.ZCDP("0.5"), weights=[9.0, 1.0, 1.0], time_limit=20, noise="gaussian",
                        restarts=1)
@@ -300,9 +286,6 @@ def test_an_epsilon_delta_budget_on_the_command_line_states_its_conversion(capsy
 
 def test_on_one_attribute_the_hdmm_templates_not_run_say_why():
     """OPT_M read 'needs at most 26 attributes' and OPT_+ 'needs a union of 2 to 64 products' on a 1-D union."""
-    import ektelo_ng as ek
-    from ektelo_ng.kernel.matrix import Identity
-
     advice = ek.advise([16], [((0,), ek.workload.Prefix(16)), ((0,), Identity(16))], 1.0, time_limit=10)
     reasons = {r.name: r.reason for r in advice.skipped() if r.family == "hdmm"}
     assert set(reasons) == {"HDMM OPT_kron, laplace", "HDMM OPT_+, laplace", "HDMM OPT_M, laplace"}
@@ -323,11 +306,6 @@ def test_what_would_fail_after_the_advice_fails_before_it(tmp_path, capsys, monk
 
 def test_a_workload_that_does_not_fit_the_advice_is_refused_before_any_budget_is_spent(tmp_path, capsys,
                                                                                      saved_advice):
-    import numpy as np
-
-    import ektelo_ng as ek
-    from ektelo_ng.plans import catalog
-
     path = tmp_path / "advice.json"
     path.write_text(json.dumps(saved_advice))
     session = ek.protect({"age": np.arange(100) % 16}, {"age": 16}, ek.PureDP("0.5"), seed=0)
@@ -338,10 +316,6 @@ def test_a_workload_that_does_not_fit_the_advice_is_refused_before_any_budget_is
 
 # ---- the API --------------------------------------------------------------------------------------------------
 def test_array_workloads_are_taken_as_matrices():
-    import numpy as np
-
-    import ektelo_ng as ek
-
     rows = np.tril(np.ones((4, 4)))
     whole = ek.advise([4], rows, 1.0, time_limit=10)
     items = ek.advise([4], [((0,), rows.tolist())], 1.0, time_limit=10)
@@ -354,8 +328,6 @@ def test_array_workloads_are_taken_as_matrices():
     (None, (1, 1e-6, 3), "a budget is PureDP, ZCDP, an epsilon or an \\(epsilon, delta\\) pair"),
 ], ids=["item not a pair", "item matrix a word", "budget triple"])
 def test_bad_api_arguments_are_refused_by_what_they_should_be(workload, budget, message):
-    import ektelo_ng as ek
-
     with pytest.raises(ValueError, match=message):
         ek.advise([4], workload if workload is not None else ek.workload.Prefix(4), budget, time_limit=5)
 
@@ -363,9 +335,6 @@ def test_bad_api_arguments_are_refused_by_what_they_should_be(workload, budget, 
 def test_rows_tied_in_error_and_cost_rank_in_a_fixed_order_not_by_the_clock():
     """ResidualPlanner and QuerySmasher tie at the SVD bound with the same cost; the selection seconds (0.8 ms
     against 3 ms, noise on a loaded machine) decided the pick, so one call could pick either."""
-    from ektelo_ng.operators.advice.advise import Row, _ranked
-    from ektelo_ng.operators.advice.candidates import Cost
-
     cost = Cost(cells=12, requests=2, answers=20, memory_bytes=1040, full_vector=False)
     first = Row("ResidualPlanner (sum loss), gaussian", "residual-planner", "gaussian", "ok", rmse=1.79,
                 max_variance=1.0, seconds=0.5, cost=cost)
@@ -378,8 +347,6 @@ def test_without_a_domain_run_leaves_the_rebuild_to_the_plan_which_knows_the_tab
                                                                                      monkeypatch):
     """With --connect the table's domain is known only from the connection: a huge advice was rebuilt before it
     (7 TiB for 10^12 cells), where the Advised plan refuses it for the table's domain before rebuilding."""
-    from ektelo_ng.commands import run_command
-
     document = copy.deepcopy(saved_advice)
     TAMPERED["another domain, huge"](document)
     path = tmp_path / "advice.json"
@@ -392,8 +359,6 @@ def test_without_a_domain_run_leaves_the_rebuild_to_the_plan_which_knows_the_tab
 
 @pytest.mark.parametrize("workload", [np.zeros((0, 4)), [((0,), np.zeros((0, 4)))]], ids=["matrix", "item"])
 def test_a_workload_of_no_rows_is_refused_by_name(workload):
-    import ektelo_ng as ek
-
     with pytest.raises(ValueError, match="no queries"):
         ek.advise([4], workload, 1.0, time_limit=5)
 
@@ -405,8 +370,6 @@ def test_a_shape_without_a_scale_is_refused_rather_than_ignored(capsys):
 
 def test_a_shape_the_replay_has_no_dataset_of_gives_advice_without_evidence():
     """No 2-D dataset of the replay is smooth: the whole advice failed, after running every selector."""
-    import ektelo_ng as ek
-
     advice = ek.advise([16, 16], ek.workload.RandomRange((16, 16), 20, seed=0), 1.0, scale=1000, shape="smooth",
                        time_limit=10)
     assert advice.pick is not None and not [r for r in advice.rows if r.status == "evidence"]
@@ -414,10 +377,6 @@ def test_a_shape_the_replay_has_no_dataset_of_gives_advice_without_evidence():
 
 
 def test_an_unknown_shape_is_refused_before_any_selector_runs(monkeypatch):
-    import importlib
-
-    import ektelo_ng as ek
-
     advise_module = importlib.import_module("ektelo_ng.operators.advice.advise")
     monkeypatch.setattr(advise_module, "Worker", None)  # no selector may run
     with pytest.raises(ValueError, match="unknown shape label 'weird'"):
@@ -427,10 +386,6 @@ def test_an_unknown_shape_is_refused_before_any_selector_runs(monkeypatch):
 def test_hdmm_s_templates_are_looked_up_once_per_advice(monkeypatch):
     """default_optimizers unfolds the whole workload: called per template and noise, 8 times, it took 5.6 s of
     the caller's time on 100,000 items."""
-    import ektelo_ng as ek
-    from ektelo_ng.operators.advice import QueryWorkload
-    from ektelo_ng.operators.advice import candidates as candidates_module
-
     calls = []
     original = candidates_module.default_optimizers
     monkeypatch.setattr(candidates_module, "default_optimizers", lambda W: calls.append(W) or original(W))
