@@ -26,7 +26,7 @@ from ..privacy import noise_budget, zcdp_for_approx_dp
 from ..selection.linear import unit_scale
 from ..selection.strategy import Noise, Strategy
 from . import evidence
-from .candidates import Candidate, Cost, Evaluation, candidates, evaluate, svd_bound
+from .candidates import Candidate, Cost, Evaluation, candidates, evaluate, hold, max_variance, svd_bound
 from .deadline import Worker, default_memory_limit
 from .workload import QueryWorkload, WorkloadLike
 
@@ -222,20 +222,28 @@ def advise(
     plan = candidates(workload, noises, max_cells)
     runnable = [c for c, reason in plan if not reason]
     rows += [Row(c.name, c.family, c.noise, "skipped", reason) for c, reason in plan if reason]
-    jobs = [(c, evaluate, (c, workload, seed, restarts)) for c in runnable]
-    if workload.cells <= max_cells and workload.matrix is not None:  # last: a bound, not a choice (never embed
-        # a workload too large to measure: 166,751 marginals on 100 attributes take 28 s and 420 MB pickled)
-        jobs += [(kind, svd_bound, (workload, kind)) for kind in noises]
-    with Worker(default_memory_limit(), preload=(__name__,)) as worker:
-        for k, (job, function, args) in enumerate(jobs):
-            if progress is not None and isinstance(job, Candidate):
-                progress(job.name, k, len(runnable))
-            worker.start(deadline - time.perf_counter())
+    jobs = [(c, evaluate, (c, seed, restarts)) for c in runnable]
+    if workload.cells <= max_cells and workload.matrix is not None:  # a bound, not a choice (never embed a
+        # workload too large to measure: 166,751 marginals on 100 attributes take 28 s and 420 MB pickled)
+        jobs += [(kind, svd_bound, (kind,)) for kind in noises]
+    found: dict[Candidate, Row] = {}
+    with Worker(default_memory_limit(), preload=(__name__,), setup=(hold, (workload,))) as worker:
+        k = 0
+        while k < len(jobs):
+            job, function, args = jobs[k]
+            if progress is not None:
+                progress(_job_name(job, function), k, len(jobs))
             outcome = worker.run(function, args, _slot(deadline, len(jobs) - k))
-            if isinstance(job, Candidate):
-                rows.append(_row(job, outcome, budget))
-            elif outcome.status == "ok":
+            if function is evaluate:
+                found[job] = _row(job, outcome, budget)
+                if outcome.status == "ok":  # last of all: the max variances, once every selector had its turn
+                    jobs.append((job, max_variance, (job,)))
+            elif function is svd_bound and outcome.status == "ok":
                 svd_bounds[job] = math.sqrt(outcome.value * unit_scale(noise_budget(job, budget)) / workload.num_queries)
+            elif function is max_variance and outcome.status == "ok" and outcome.value is not None:
+                found[job].max_variance = outcome.value * unit_scale(found[job].budget)
+            k += 1
+    rows += list(found.values())
     settings = {"scale": scale, "shape": shape, "max_cells": max_cells, "seed": seed, "restarts": restarts,
                 "noise": noise}
     notes = []
@@ -277,16 +285,20 @@ def _slot(deadline: float, jobs_left: int) -> float:
     return remaining if jobs_left <= 1 else remaining / 2
 
 
+def _job_name(job, function) -> str:
+    if function is evaluate:
+        return job.name
+    return f"max variance of {job.name}" if function is max_variance else f"SVD bound, {job}"
+
+
 def _row(candidate: Candidate, outcome, budget: PureDP | ZCDP) -> Row:
     if outcome.status != "ok":
         return Row(candidate.name, candidate.family, candidate.noise, "skipped", outcome.reason,
                    seconds=outcome.seconds, candidate=candidate)
     found: Evaluation = outcome.value
     spent = noise_budget(candidate.noise, budget)
-    factor = unit_scale(spent)
-    max_variance = None if found.max_variance is None else found.max_variance * factor
     return Row(candidate.name, candidate.family, candidate.noise, "ok", "", spent,
-               math.sqrt(found.expected_error * factor / found.num_queries), max_variance, found.seconds,
+               math.sqrt(found.expected_error * unit_scale(spent) / found.num_queries), None, found.seconds,
                found.cost, candidate=candidate, strategy=found.strategy, upper_bound=found.upper_bound)
 
 

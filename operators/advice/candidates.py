@@ -72,14 +72,14 @@ class Cost:
 
 @dataclass
 class Evaluation:
-    """A selected strategy with its error at unit noise (eps = 1, or pcost 1), its cost and selection seconds;
+    """A selected strategy with its error at unit noise (eps = 1, or pcost 1), its cost and selection seconds (its
+    max variance is a later job of its own);
     ``upper_bound``: the error is its optimizer's bound, above what its reconstruction delivers (OPT_+)."""
 
     candidate: Candidate
     strategy: Strategy
     expected_error: float
     num_queries: int
-    max_variance: float | None
     cost: Cost
     seconds: float
     upper_bound: bool = False
@@ -165,19 +165,39 @@ def select(candidate: Candidate, workload: QueryWorkload, *, seed: int = 0, rest
     raise ValueError(f"unknown selector family {family!r}")
 
 
-def evaluate(candidate: Candidate, workload: QueryWorkload, seed: int = 0, restarts: int = 3) -> Evaluation:
-    """Select, then measure the strategy's error at unit noise and its cost (run by the advisor's worker)."""
+#: What the worker process holds between jobs: the workload (sent once per worker) and the strategies selected.
+_HELD: dict = {}
+
+
+def hold(workload: QueryWorkload) -> None:
+    """Keep ``workload`` in this (worker) process for the jobs that follow (it is sent once, not with each job)."""
+    _HELD.clear()
+    _HELD["workload"] = workload
+
+
+def evaluate(candidate: Candidate, seed: int = 0, restarts: int = 3) -> Evaluation:
+    """Select on the held workload, then the strategy's error at unit noise and its cost (run by the advisor's
+    worker, which keeps the strategy for :func:`max_variance`)."""
+    workload = _HELD["workload"]
     start = time.perf_counter()
     strategy = select(candidate, workload, seed=seed, restarts=restarts)
     seconds = time.perf_counter() - start
+    _HELD[candidate] = strategy
     return Evaluation(candidate, strategy, float(strategy.expected_error()), int(strategy.num_queries),
-                      _max_variance(strategy, workload), cost(strategy, workload), seconds,
-                      isinstance(strategy, UnionStrategy))
+                      cost(strategy, workload), seconds, isinstance(strategy, UnionStrategy))
 
 
-def svd_bound(workload: QueryWorkload, noise: Noise) -> float:
-    """The SVD lower bound on the total squared error of any strategy at unit noise (run by the worker)."""
-    return workload_svd_bound(workload.matrix, noise)
+def max_variance(candidate: Candidate) -> float | None:
+    """The max variance of a strategy :func:`evaluate` selected in this worker (a job of its own: it can take far
+    longer than the selection, and must not cost the selection its row)."""
+    if candidate not in _HELD:
+        raise LookupError("the worker was restarted since the selection: its strategy is gone")
+    return _max_variance(_HELD[candidate], _HELD["workload"])
+
+
+def svd_bound(noise: Noise) -> float:
+    """The SVD lower bound on the total squared error of any strategy at unit noise, for the held workload."""
+    return workload_svd_bound(_HELD["workload"].matrix, noise)
 
 
 def _max_variance(strategy: Strategy, workload: QueryWorkload) -> float | None:

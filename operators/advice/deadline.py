@@ -59,15 +59,16 @@ def _serve(connection, memory_limit: int | None, preload: tuple[str, ...]) -> No
 class Worker:
     """One child process running jobs in turn; ``run`` returns an Outcome and never waits past its deadline."""
 
-    def __init__(self, memory_limit: int | None = None, preload: tuple[str, ...] = ()):
-        self.memory_limit, self.preload = memory_limit, tuple(preload)
+    def __init__(self, memory_limit: int | None = None, preload: tuple[str, ...] = (),
+                 setup: tuple[Callable, tuple] | None = None):
+        self.memory_limit, self.preload, self.setup = memory_limit, tuple(preload), setup
         self._process = None
         self._connection = None
         self.last_exit_code: int | None = None
 
     def start(self, seconds: float) -> bool:
-        """Start a worker if none is running (its imports included), waiting at most ``seconds``; True when ready.
-        Jobs' time limits then count from a ready worker, not from its start-up."""
+        """Start a worker if none is running (its imports and ``setup`` call included: a job's large arguments,
+        sent once), waiting at most ``seconds``; True when ready. Jobs' time limits count from a ready worker."""
         if self._process is not None:
             return True
         if seconds <= 0:
@@ -78,9 +79,14 @@ class Worker:
         with _without_caller_main():
             self._process.start()
         child.close()
+        deadline = time.perf_counter() + seconds
         try:
             if self._connection.poll(max(0.0, seconds)) and self._connection.recv() == "ready":
-                return True
+                if self.setup is None:
+                    return True
+                self._connection.send(self.setup)
+                if self._connection.poll(max(0.0, deadline - time.perf_counter())) and self._connection.recv()[0] == "ok":
+                    return True
         except EOFError:  # it failed to start: let it exit, for its exit code
             self._process.join(1)
         self.close()
