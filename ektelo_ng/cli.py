@@ -42,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return int(args.run(args) or 0)
+    except KeyboardInterrupt:  # the user stopped it: say so, no traceback (130 = 128 + SIGINT, as shells do)
+        print(f"ektelo-ng {args.command}: interrupted", file=sys.stderr)
+        return 130
     except (KernelError, ValueError, OSError, KeyError, ImportError) as error:  # one line: what, why, what to do
         print(f"ektelo-ng {args.command}: error: {error.args[0] if isinstance(error, KeyError) else error}",
               file=sys.stderr)

@@ -112,3 +112,29 @@ def test_the_readme_advise_commands_run_as_written(tmp_path, monkeypatch, capsys
         extra = ["--no-progress"] if command[1] == "advise" else ["--in-process"]
         assert main(command[1:] + extra) == 0, line
     assert "budget: spent epsilon = 1 of 1" in capsys.readouterr().out
+
+
+def test_ctrl_c_ends_a_command_in_one_line(monkeypatch, capsys):
+    from ektelo_ng.commands import advise_command
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(advise_command, "advise", interrupted)
+    assert main(["advise", "--workload", "prefix:8"]) == 130
+    assert capsys.readouterr().err == "ektelo-ng advise: interrupted\n"
+
+
+def test_a_saved_advice_asking_for_endless_restarts_is_refused(tmp_path):
+    from ektelo_ng.operators.advice import advise, load
+    from ektelo_ng.operators import workload as wl
+
+    path = tmp_path / "advice.json"
+    advise([16], wl.Prefix(16), 1.0, time_limit=30).save(path)
+    document = json.loads(path.read_text())
+    document["pick"]["restarts"] = 10**9
+    path.write_text(json.dumps(document))
+    with pytest.raises(ValueError, match="restarts must be at most 100"):
+        load(path)
+    with pytest.raises(ValueError, match="restarts must be at most 100"):
+        advise([16], wl.Prefix(16), 1.0, restarts=101)

@@ -26,7 +26,7 @@ from ..privacy import noise_budget, zcdp_for_approx_dp
 from ..selection.linear import unit_scale
 from ..selection.strategy import Noise, Strategy
 from . import evidence
-from .candidates import Candidate, Cost, Evaluation, candidates, evaluate, hold, max_variance, svd_bound
+from .candidates import MAX_RESTARTS, Candidate, Cost, Evaluation, candidates, evaluate, hold, max_variance, svd_bound
 from .deadline import Worker, default_memory_limit
 from .workload import QueryWorkload, WorkloadLike
 
@@ -212,6 +212,8 @@ def advise(
     for name, value, least in (("max_cells", max_cells, 0), ("seed", seed, 0), ("restarts", restarts, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
+    if restarts > MAX_RESTARTS:
+        raise ValueError(f"restarts must be at most {MAX_RESTARTS} (each is a full HDMM optimization), got {restarts}")
     budget, conversions = as_budget(budget)
     workload = QueryWorkload.of(domain, workload, weights)
     noises = _noises(noise, budget)

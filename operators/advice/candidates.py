@@ -165,6 +165,8 @@ def select(candidate: Candidate, workload: QueryWorkload, *, seed: int = 0, rest
     raise ValueError(f"unknown selector family {family!r}")
 
 
+#: Most random starts per HDMM template an advice (or a saved one, rebuilt without a time limit) may ask for.
+MAX_RESTARTS = 100
 #: What the worker process holds between jobs: the workload (sent once per worker) and the strategies selected.
 _HELD: dict = {}
 

@@ -20,6 +20,7 @@ import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -35,7 +36,8 @@ class Outcome:
 
 def _serve(connection, memory_limit: int | None, preload: tuple[str, ...]) -> None:
     """The worker's loop: import ``preload``, say ready, then run each (function, args) it receives and send back
-    its outcome; it ends when the caller goes away."""
+    its outcome; it ends when the caller goes away. Ctrl-C is the caller's to handle (it stops the worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if memory_limit:
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         memory_limit = memory_limit if hard == resource.RLIM_INFINITY else min(memory_limit, hard)
@@ -145,5 +147,12 @@ def _without_caller_main() -> Iterator[None]:
 
 
 def default_memory_limit() -> int:
-    """Three quarters of the machine's memory: a selector that needs more fails alone instead of swapping."""
-    return int(0.75 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    """Three quarters of the memory this process may use (the machine's, or its container's cgroup limit if lower):
+    a selector that needs more fails alone instead of swapping or being killed by the container."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        memory = min(memory, int(limit)) if limit.isdigit() else memory
+    except OSError:
+        pass
+    return int(0.75 * memory)

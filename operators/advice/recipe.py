@@ -22,7 +22,7 @@ from ..domains import DomainLike, as_domain
 from ..selection.linear import unit_scale
 from ..selection.strategy import Strategy
 from . import evidence
-from .candidates import FAMILIES, Candidate, select
+from .candidates import FAMILIES, MAX_RESTARTS, Candidate, select
 from .workload import QueryWorkload
 
 FORMAT = "ektelo-ng advice"
@@ -140,6 +140,8 @@ def _problem(pick: dict) -> str:
                 f"{pick.get('noise')!r}")
     if not (_whole(pick.get("seed"), 0) and _whole(pick.get("restarts"), 1) and _at_least(pick.get("unit_error"), 0)):
         return "seed, restarts and unit_error must be whole numbers >= 0 and >= 1, and a number >= 0"
+    if pick["restarts"] > MAX_RESTARTS:  # it is rebuilt without a time limit
+        return f"restarts must be at most {MAX_RESTARTS}, got {pick['restarts']}"
     return ""
 
 
