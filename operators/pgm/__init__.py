@@ -1,0 +1,8 @@
+"""Graphical-model inference from noisy marginal measurements (Private-PGM): consistent, non-negative marginals,
+answers outside the measured marginals and synthetic records, as post-processing of released measurements."""
+
+from .exact import JunctionTreeModel
+from .fit import fit
+from .model import Model
+
+__all__ = ["JunctionTreeModel", "Model", "fit"]

@@ -1,0 +1,61 @@
+"""``fit``: a graphical model from noisy marginal measurements (Private-PGM; McKenna, Sheldon, Miklau 2019).
+
+Post-processing only: the measurements are what the kernel already released. ``method="exact"`` builds a
+junction tree over the measured cliques and fits log-potentials by mirror descent; ``"approximate"`` fits
+pseudo-marginals on a region graph (McKenna et al. 2021) when the tree's largest clique is too big;
+``"auto"`` takes the exact method when the tree's largest clique has at most ``max_clique_cells`` cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from ..domains import DomainLike, as_domain
+from ..measurement import Measurement
+from .exact import ExactEngine, JunctionTreeModel
+from .junction import TooLarge, junction_tree
+from .loss import LossKind, estimate_total, terms as loss_terms
+from .mirror import mirror_descent
+from .model import Model
+
+Method = Literal["auto", "exact", "approximate"]
+
+
+def fit(domain: DomainLike, measurements: Sequence[Measurement | tuple], *, method: Method = "auto",
+        iterations: int = 1000, total: float | None = None, max_clique_cells: int = 10**6, loss: LossKind = "l2",
+        tol: float = 1e-8, callback: Callable[[int, float], object] | None = None) -> Model:
+    """Fit a graphical model to ``measurements``.
+
+    ``measurements``: :class:`Measurement` objects (``attributes``: the marginal their matrix reads; None: the
+    full data vector) or ``(attributes, matrix, answers, std)`` tuples. ``loss``: ``"l2"`` (weighted least
+    squares, for Gaussian noise) or ``"l1"`` (for Laplace noise). ``total``: the record count if public, else
+    estimated from the measurements. ``iterations`` / ``tol``: mirror-descent iterations at most, and the
+    relative loss decrease below which it stops. ``callback(iteration, loss)``: progress after each iteration.
+    Returns a :class:`JunctionTreeModel` or a ``RegionGraphModel``; ``.history`` is the loss per iteration.
+    """
+    if method not in ("auto", "exact", "approximate"):
+        raise ValueError(f"method must be 'auto', 'exact' or 'approximate', got {method!r}")
+    domain = as_domain(domain)
+    sizes = domain.sizes
+    all_terms = loss_terms(measurements, sizes, loss, max_clique_cells)
+    total = estimate_total(all_terms) if total is None else float(total)
+    if not total > 0:
+        raise ValueError(f"total must be positive, got {total}")
+    measured = sorted({c for t in all_terms for c in t.cliques})
+    tree = None
+    if method != "approximate":
+        try:
+            tree = junction_tree(measured, sizes, max_clique_cells)
+        except TooLarge as error:
+            if method == "exact":
+                raise ValueError(f"{error} (max_clique_cells={max_clique_cells:.3g}); use method='approximate' "
+                                 "or raise max_clique_cells") from None
+    if tree is None:
+        from .regions import RegionEngine, RegionGraphModel
+        engine = RegionEngine(measured, sizes, all_terms, total)
+        state, history = mirror_descent(engine, all_terms, iterations, tol, callback)
+        return RegionGraphModel(domain, engine, state, total, history, measured)
+    engine = ExactEngine(tree, all_terms, total)
+    state, history = mirror_descent(engine, all_terms, iterations, tol, callback)
+    return JunctionTreeModel(domain, tree, state[1], total, history, measured)

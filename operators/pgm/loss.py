@@ -1,0 +1,177 @@
+"""The measurement loss of a graphical model: noisy linear queries of marginals, grouped for batched products.
+
+Each measurement reads the cells of one marginal (a *clique* of attributes). Before fitting, measurements
+are cut into independent pieces on the smallest cliques they read: the rows of a ``VStack`` are separate
+measurements (their noise is independent), and a Kronecker factor that sums an attribute out (``Total``)
+drops that attribute from the clique. A ResidualPlanner host measurement on four attributes thus becomes
+one measurement per residual, on that residual's attributes. Pieces with the same matrix on cliques of the
+same shape form one :class:`Term`, evaluated for all its cliques in one matrix product.
+
+The loss is the weighted least squares ``sum_i ||(M_i mu_{C_i} - y_i) / sigma_i||^2`` (Gaussian noise), or
+the weighted L1 loss ``sum_i |(M_i mu_{C_i} - y_i) / sigma_i|`` (``loss="l1"``, Private-PGM's choice for
+Laplace noise).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from ...kernel.matrix import Dense, Kronecker, Matrix, Ones, VStack, Weighted
+from ..measurement import Measurement
+from .tables import Clique
+
+LossKind = Literal["l2", "l1"]
+
+#: Largest matrix (rows x cells) kept as a dense array; larger ones stay implicit.
+DENSE_ENTRIES = 1 << 22
+#: Largest clique whose Gram matrix is built to estimate the total.
+TOTAL_CELLS = 1 << 12
+
+
+@dataclass
+class Piece:
+    """One independent measurement on one clique: answers ~ matrix @ mu_clique + noise (std per row)."""
+
+    clique: Clique
+    matrix: Matrix | np.ndarray
+    answers: np.ndarray
+    std: np.ndarray
+
+
+def pieces(measurement: Measurement | tuple, sizes: Sequence[int], max_cells: int) -> list[Piece]:
+    """A measurement (or an ``(attributes, matrix, answers, std)`` tuple) as pieces on the cliques it reads.
+
+    ``attributes=None`` means the full data vector (every attribute); it is refused past ``max_cells`` cells.
+    """
+    if isinstance(measurement, Measurement):
+        attributes, matrix, answers, std = (measurement.attributes, measurement.matrix, measurement.answers,
+                                            measurement.noise_std)
+    else:
+        attributes, matrix, answers, std = measurement
+    d = len(sizes)
+    if attributes is None:
+        cells = math.prod(sizes)
+        if cells > max_cells:
+            raise ValueError(f"a measurement of the full data vector ({cells:.3g} cells) exceeds max_clique_cells="
+                             f"{max_cells:.3g}; measure marginals instead (give each measurement its attributes)")
+        attributes = tuple(range(d))
+    clique = tuple(int(i) for i in attributes)
+    if list(clique) != sorted(set(clique)) or (clique and not 0 <= clique[0] <= clique[-1] < d):
+        raise ValueError(f"measurement attributes {attributes} must be distinct sorted positions in 0..{d - 1}")
+    if isinstance(matrix, np.ndarray):
+        matrix = np.atleast_2d(np.asarray(matrix, dtype=np.float64))
+    answers = np.asarray(answers, dtype=np.float64).ravel()
+    std = np.broadcast_to(np.asarray(std, dtype=np.float64), answers.shape).copy()
+    cells = math.prod(sizes[i] for i in clique)
+    if matrix.shape != (answers.size, cells):
+        raise ValueError(f"a measurement on attributes {clique} needs a ({answers.size}, {cells}) matrix, "
+                         f"got {matrix.shape}")
+    if not (np.all(np.isfinite(answers)) and np.all(np.isfinite(std)) and np.all(std > 0)):
+        raise ValueError("answers must be finite and noise std finite and positive")
+    return list(_split(clique, matrix, answers, std, sizes))
+
+
+def _split(clique: Clique, matrix, answers: np.ndarray, std: np.ndarray, sizes: Sequence[int]):
+    weight, base = (matrix.weight, matrix.base) if isinstance(matrix, Weighted) else (1.0, matrix)
+    if isinstance(base, VStack):
+        for block, start, stop in zip(base.blocks, base._offsets[:-1], base._offsets[1:]):
+            block = block if weight == 1.0 else Weighted(block, weight)
+            yield from _split(clique, block, answers[start:stop], std[start:stop], sizes)
+        return
+    if isinstance(base, Kronecker) and len(base.factors) == len(clique):
+        summed = [isinstance(f, Ones) and f.shape[0] == 1 for f in base.factors]
+        if any(summed):
+            kept = [f for f, s in zip(base.factors, summed) if not s]
+            inner = Kronecker(kept) if kept else Dense(np.ones((1, 1)))
+            matrix = inner if weight == 1.0 else Weighted(inner, weight)
+            clique = tuple(i for i, s in zip(clique, summed) if not s)
+    yield Piece(clique, matrix, answers, std)
+
+
+def _structure(matrix) -> object:
+    """A hashable key equal for matrices known to be equal (shared factors, equal small arrays)."""
+    if isinstance(matrix, Weighted):
+        return ("weighted", matrix.weight, _structure(matrix.base))
+    if isinstance(matrix, Kronecker):
+        return ("kronecker", tuple(_structure(f) for f in matrix.factors))
+    if isinstance(matrix, Dense):
+        matrix = matrix.array
+    if isinstance(matrix, np.ndarray) and matrix.size <= 1 << 16:
+        return ("array", matrix.shape, matrix.tobytes())
+    return ("object", id(matrix))
+
+
+class Term:
+    """Pieces sharing one matrix on cliques of one shape: the loss of all of them in one product.
+
+    ``answers`` and ``weights`` (1 / std) are (cliques, rows); the marginals given to :meth:`evaluate` are
+    (cliques, cells), each clique's table flattened in C order.
+    """
+
+    def __init__(self, matrix, group: list[Piece], kind: LossKind):
+        if isinstance(matrix, Matrix) and matrix.shape[0] * matrix.shape[1] <= DENSE_ENTRIES:
+            matrix = matrix.dense()
+        self.matrix = matrix
+        self.cliques = [p.clique for p in group]
+        self.answers = np.stack([p.answers for p in group])
+        self.weights = 1.0 / np.stack([p.std for p in group])
+        self.kind = kind
+
+    def residuals(self, mu: np.ndarray) -> np.ndarray:
+        return ((self.matrix @ mu.T).T - self.answers) * self.weights
+
+    def evaluate(self, mu: np.ndarray) -> tuple[float, np.ndarray]:
+        """The loss of marginals ``mu`` (cliques, cells) and its gradient with respect to them."""
+        r = self.residuals(mu)
+        if self.kind == "l2":
+            return float(np.sum(r * r)), 2.0 * ((r * self.weights) @ self.matrix)
+        return float(np.abs(r).sum()), (np.sign(r) * self.weights) @ self.matrix
+
+
+def terms(measurements: Sequence[Measurement | tuple], sizes: Sequence[int], kind: LossKind,
+          max_cells: int) -> list[Term]:
+    """The loss terms of ``measurements`` (pieces grouped by clique shape and matrix)."""
+    if kind not in ("l2", "l1"):
+        raise ValueError(f"loss must be 'l2' or 'l1', got {kind!r}")
+    groups: dict[tuple, list[Piece]] = {}
+    for measurement in measurements:
+        for piece in pieces(measurement, sizes, max_cells):
+            key = (tuple(sizes[i] for i in piece.clique), _structure(piece.matrix))
+            groups.setdefault(key, []).append(piece)
+    if not groups:
+        raise ValueError("give at least one measurement")
+    return [Term(group[0].matrix, group, kind) for group in groups.values()]
+
+
+def estimate_total(all_terms: Sequence[Term]) -> float:
+    """The total count, as the inverse-variance average of one unbiased estimate per clique that determines it.
+
+    On a clique with Gram matrix ``G = sum M^T W^2 M`` and ``b = sum M^T W^2 y``, the best linear unbiased
+    estimate of ``1^T mu`` is ``b^T z`` with ``G z = 1`` (variance ``1^T z``); a clique whose measurements
+    do not determine the total (``1`` not in the range of ``G``) gives none.
+    """
+    grams: dict[Clique, list] = {}
+    for term in all_terms:
+        M = term.matrix
+        cells = M.shape[1]
+        if cells > TOTAL_CELLS or not isinstance(M, np.ndarray) or not np.any(np.abs(M.sum(axis=1)) > 1e-12):
+            continue
+        for clique, w, y in zip(term.cliques, term.weights, term.answers):
+            G, b = grams.setdefault(clique, [np.zeros((cells, cells)), np.zeros(cells)])
+            G += M.T @ (w[:, None] ** 2 * M)
+            b += M.T @ (w * w * y)
+    estimates, precisions = [], []
+    for G, b in grams.values():
+        ones = np.ones(b.size)
+        z = np.linalg.lstsq(G, ones, rcond=None)[0]
+        if np.linalg.norm(G @ z - ones) <= 1e-6 * math.sqrt(b.size) and ones @ z > 0:
+            estimates.append(b @ z)
+            precisions.append(1.0 / (ones @ z))
+    if not estimates:
+        raise ValueError("the measurements do not determine the total count; pass total=")
+    return max(1.0, float(np.dot(estimates, precisions) / np.sum(precisions)))

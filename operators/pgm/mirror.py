@@ -1,0 +1,74 @@
+"""Entropic mirror descent on (pseudo-)marginals with an Armijo backtracking line search (Private-PGM's estimator).
+
+Each step moves the log-parameters against the loss gradient, ``theta <- theta - alpha * grad L(mu)``,
+and maps them back to marginals with an oracle (belief propagation on a junction tree for the exact
+method, a Bregman projection onto the local polytope for the approximate one). A step is accepted when
+the loss falls by at least half its first-order prediction, ``L(mu) - L(mu') >= <grad, mu - mu'> / 2``;
+otherwise ``alpha`` halves. After an accepted step ``alpha`` doubles, so the step size follows the
+curvature. Iteration stops at ``iterations`` or when the loss's relative decrease falls below ``tol``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from .loss import Term
+
+#: Halvings of the step size before a step is given up (the loss then no longer decreases measurably).
+MAX_HALVINGS = 40
+
+
+class Engine(Protocol):
+    """What mirror descent needs from a model: its start, its marginals per loss term, and a step."""
+
+    total: float
+
+    def start(self) -> object: ...
+
+    def marginals(self, state: object) -> list[np.ndarray]: ...
+
+    def move(self, state: object, gradients: Sequence[np.ndarray], alpha: float) -> object: ...
+
+
+def evaluate(terms: Sequence[Term], stacks: Sequence[np.ndarray]) -> tuple[float, list[np.ndarray]]:
+    """The total loss and its gradient per term."""
+    value, gradients = 0.0, []
+    for term, mu in zip(terms, stacks):
+        v, g = term.evaluate(mu)
+        value += v
+        gradients.append(g)
+    return value, gradients
+
+
+def mirror_descent(engine: Engine, terms: Sequence[Term], iterations: int, tol: float,
+                   callback: Callable[[int, float], object] | None = None) -> tuple[object, list[float]]:
+    """Fit the engine's parameters to the loss; returns the final state and the loss after every iteration
+    (``history[0]``: the start). ``callback(iteration, loss)`` is called after each iteration."""
+    state = engine.start()
+    mu = engine.marginals(state)
+    value, gradients = evaluate(terms, mu)
+    history = [value]
+    alpha = 1.0 / engine.total
+    for iteration in range(1, iterations + 1):
+        for _ in range(MAX_HALVINGS):
+            candidate = engine.move(state, gradients, alpha)
+            new_mu = engine.marginals(candidate)
+            new_value, new_gradients = evaluate(terms, new_mu)
+            predicted = sum(float(np.vdot(g, a - b)) for g, a, b in zip(gradients, mu, new_mu))
+            if new_value <= value and value - new_value >= 0.5 * predicted:
+                break
+            alpha /= 2.0
+        else:
+            break  # no step decreases the loss measurably: converged to numerical precision
+        decrease = value - new_value
+        state, mu, value, gradients = candidate, new_mu, new_value, new_gradients
+        history.append(value)
+        if callback is not None:
+            callback(iteration, value)
+        if decrease <= tol * max(abs(value), 1e-12):
+            break
+        alpha *= 2.0
+    return state, history

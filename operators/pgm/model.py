@@ -1,0 +1,55 @@
+"""What a graphical-model fit returns: marginals, answers to marginal queries, synthetic records and the loss history.
+
+A model is a :class:`MarginalEstimate`, so ``answer`` takes a list of items, each an attribute set (every cell
+of that marginal) or an ``(attributes, Q)`` pair (queries ``Q`` over that marginal's cells, C order, axes in the
+order given). Its marginals are non-negative and sum to ``total``. No variances are known (post-processing
+of the measurements, not an unbiased estimate): ``variances`` are NaN.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import numpy as np
+
+from ...kernel.domain import Domain
+from ..marginal_estimate import MarginalEstimate
+from .tables import Clique
+
+
+class Model(MarginalEstimate):
+    """Common face of the exact (junction tree) and approximate (region graph) models."""
+
+    def __init__(self, domain: Domain, total: float, history: list[float], measured: list[Clique]):
+        self.domain = domain
+        self.total = float(total)
+        self.history = list(history)
+        self.measured = list(measured)
+
+    def marginal(self, attributes) -> np.ndarray:
+        """The fitted marginal on ``attributes`` (names or positions): a count tensor, axes in the order given."""
+        given = self._positions(attributes)
+        subset = tuple(sorted(given))
+        return self._marginal(subset).transpose([subset.index(i) for i in given])
+
+    @abstractmethod
+    def _marginal(self, subset: Clique) -> np.ndarray:
+        """The count tensor over sorted positions ``subset``."""
+
+    def synthetic(self, n_rows: int | None = None, seed: int | np.random.Generator | None = None) -> dict[str, np.ndarray]:
+        """``n_rows`` synthetic records (default: the total, rounded) as ``{name: integer codes}``."""
+        rows = int(round(self.total)) if n_rows is None else int(n_rows)
+        if rows < 0:
+            raise ValueError(f"n_rows must be non-negative, got {n_rows}")
+        records = self._sample(rows, np.random.default_rng(seed))
+        return {name: records[:, i] for i, name in enumerate(self.domain.names)}
+
+    @abstractmethod
+    def _sample(self, n_rows: int, rng: np.random.Generator) -> np.ndarray:
+        """Records as a (rows, attributes) array of codes."""
+
+    def cell_covariance(self, subset: tuple[int, ...]) -> None:
+        return None
+
+    def default_workload(self) -> list:
+        return list(self.measured)
