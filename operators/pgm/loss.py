@@ -9,7 +9,7 @@ same shape form one :class:`Term`, evaluated for all its cliques in one matrix p
 
 The loss is the weighted least squares ``sum_i ||(M_i mu_{C_i} - y_i) / sigma_i||^2`` (Gaussian noise), or
 the weighted L1 loss ``sum_i |(M_i mu_{C_i} - y_i) / sigma_i|`` (``loss="l1"``, Private-PGM's choice for
-Laplace noise).
+Laplace noise), smoothed by ``L1_SMOOTHING``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ LossKind = Literal["l2", "l1"]
 
 #: Largest matrix (rows x cells) kept as a dense array; larger ones stay implicit.
 DENSE_ENTRIES = 1 << 22
+#: The L1 loss is smoothed to sum(sqrt(r^2 + e^2) - e) on standardized residuals r (within e per row of the
+#: L1 loss, and differentiable, so the line search does not stall at its kinks).
+L1_SMOOTHING = 1e-3
 #: Largest clique whose Gram matrix is built to estimate the total.
 TOTAL_CELLS = 1 << 12
 
@@ -130,7 +133,8 @@ class Term:
         r = self.residuals(mu)
         if self.kind == "l2":
             return float(np.sum(r * r)), 2.0 * ((r * self.weights) @ self.matrix)
-        return float(np.abs(r).sum()), (np.sign(r) * self.weights) @ self.matrix
+        smooth = np.sqrt(r * r + L1_SMOOTHING**2)
+        return float(np.sum(smooth - L1_SMOOTHING)), (r / smooth * self.weights) @ self.matrix
 
 
 def terms(measurements: Sequence[Measurement | tuple], sizes: Sequence[int], kind: LossKind,
