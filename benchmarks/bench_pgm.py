@@ -51,9 +51,10 @@ def _truth(columns: dict[str, np.ndarray], subset: tuple[int, ...]) -> np.ndarra
     return np.bincount(flat, minlength=SIZE ** len(subset)).reshape((SIZE,) * len(subset))
 
 
-def save_pieces(path: str, measurements, sizes) -> None:
-    """The measurement pieces (clique, dense matrix, answers, std) as arrays named p<k>_<field>."""
-    arrays = {}
+def save_pieces(path: str, measurements, sizes, truth: dict) -> None:
+    """The measurement pieces (clique, dense matrix, answers, std) as arrays named p<k>_<field>, and the true
+    2-way marginals as t<i>_<j>."""
+    arrays = {f"t{i}_{j}": table for (i, j), table in truth.items()}
     k = 0
     for term in terms(measurements, sizes, "l2", 10**6):
         M = term.matrix if isinstance(term.matrix, np.ndarray) else term.matrix.dense()
@@ -74,13 +75,13 @@ def _case(d: int, save: str | None = None) -> dict:
     strategy = residual_planner(domain, [()] + [(i,) for i in range(d)] + pairs)
     measurements = strategy.measure(session.source, ek.ZCDP(RHO))
     measuring = time.perf_counter() - started
+    truth = {p: _truth(columns, p) for p in pairs}
     if save:
-        save_pieces(save, measurements, domain.sizes)
+        save_pieces(save, measurements, domain.sizes, truth)
     least_squares = strategy.reconstruct(measurements)
     started = time.perf_counter()
     model = fit(domain, measurements)
     seconds = time.perf_counter() - started
-    truth = {p: _truth(columns, p) for p in pairs}
     ours = [np.abs(model.marginal(p) - truth[p]).sum() / ROWS for p in pairs]
     theirs = [np.abs(least_squares.marginal(p) - truth[p]).sum() / ROWS for p in pairs]
     return {"fit_seconds": round(seconds, 2), "measure_seconds": round(measuring, 2),

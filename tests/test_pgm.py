@@ -14,7 +14,7 @@ from ektelo_ng.kernel.matrix import Dense, Kronecker, Total, VStack, Weighted
 from ektelo_ng.operators.measurement import Measurement
 from ektelo_ng.operators.pgm import fit
 from ektelo_ng.operators.pgm.junction import calibrate, junction_tree, marginal
-from ektelo_ng.operators.pgm.loss import pieces, terms
+from ektelo_ng.operators.pgm.loss import pieces
 from ektelo_ng.operators.selection.residual_planner import residual_planner
 
 SIZES = (2, 3, 2, 3)

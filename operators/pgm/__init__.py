@@ -4,5 +4,6 @@ answers outside the measured marginals and synthetic records, as post-processing
 from .exact import JunctionTreeModel
 from .fit import fit
 from .model import Model
+from .regions import RegionGraphModel
 
-__all__ = ["JunctionTreeModel", "Model", "fit"]
+__all__ = ["JunctionTreeModel", "Model", "RegionGraphModel", "fit"]

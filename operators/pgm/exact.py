@@ -54,7 +54,6 @@ class JunctionTreeModel(Model):
                  history: list[float], measured: list[Clique]):
         super().__init__(domain, total, history, measured)
         self.tree = tree
-        self.cliques = tree.cliques
         self._log = [np.log(np.maximum(c, 1e-300) / total) for c in counts]
         self._counts = counts
 

@@ -18,6 +18,7 @@ from .junction import TooLarge, junction_tree
 from .loss import LossKind, estimate_total, terms as loss_terms
 from .mirror import mirror_descent
 from .model import Model
+from .regions import RegionEngine, RegionGraphModel
 
 Method = Literal["auto", "exact", "approximate"]
 
@@ -32,7 +33,7 @@ def fit(domain: DomainLike, measurements: Sequence[Measurement | tuple], *, meth
     squares, for Gaussian noise) or ``"l1"`` (for Laplace noise). ``total``: the record count if public, else
     estimated from the measurements. ``iterations`` / ``tol``: mirror-descent iterations at most, and the
     relative loss decrease below which it stops. ``callback(iteration, loss)``: progress after each iteration.
-    Returns a :class:`JunctionTreeModel` or a ``RegionGraphModel``; ``.history`` is the loss per iteration.
+    Returns a :class:`JunctionTreeModel` or a :class:`RegionGraphModel`; ``.history`` is the loss per iteration.
     """
     if method not in ("auto", "exact", "approximate"):
         raise ValueError(f"method must be 'auto', 'exact' or 'approximate', got {method!r}")
@@ -52,7 +53,6 @@ def fit(domain: DomainLike, measurements: Sequence[Measurement | tuple], *, meth
                 raise ValueError(f"{error} (max_clique_cells={max_clique_cells:.3g}); use method='approximate' "
                                  "or raise max_clique_cells") from None
     if tree is None:
-        from .regions import RegionEngine, RegionGraphModel
         engine = RegionEngine(measured, sizes, all_terms, total)
         state, history = mirror_descent(engine, all_terms, iterations, tol, callback)
         return RegionGraphModel(domain, engine, state, total, history, measured)

@@ -74,18 +74,10 @@ class JunctionTree:
         """The attributes clique ``j`` shares with its parent."""
         return tuple(i for i in self.cliques[j] if i in self.cliques[self.parent[j]]) if self.parent[j] >= 0 else ()
 
-    def children(self, j: int) -> list[int]:
-        return [c for c, p in enumerate(self.parent) if p == j]
-
     def home(self, attrs: Clique) -> int | None:
         """The smallest clique containing ``attrs``, or None."""
         fits = [j for j, c in enumerate(self.cliques) if set(attrs) <= set(c)]
         return min(fits, key=lambda j: math.prod(shape_of(self.cliques[j], self.sizes))) if fits else None
-
-    @property
-    def largest(self) -> int:
-        """Cells of the largest clique."""
-        return max(math.prod(shape_of(c, self.sizes)) for c in self.cliques)
 
 
 def junction_tree(cliques: Sequence[Clique], sizes: Sequence[int], max_cells: float) -> JunctionTree:

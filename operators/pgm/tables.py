@@ -42,11 +42,6 @@ def log_marginal(table: np.ndarray, attrs: Clique, keep: Clique) -> np.ndarray:
     return logsumexp(table, summed_axes(attrs, keep))
 
 
-def normalized(log_table: np.ndarray, total: float) -> np.ndarray:
-    """exp(log_table) scaled to sum to ``total``."""
-    return total * np.exp(log_table - logsumexp(log_table, tuple(range(log_table.ndim))))
-
-
 def sample_conditional(table: np.ndarray, given: np.ndarray, rng: np.random.Generator,
                        chunk: int = 1 << 22) -> np.ndarray:
     """For each row ``r``, a cell index drawn with probabilities proportional to ``table[given[r]]``.
