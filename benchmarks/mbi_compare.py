@@ -12,7 +12,6 @@ import json, sys, time, resource
 import jax
 jax.config.update("jax_enable_x64", True)
 import numpy as np, jax.numpy as jnp
-import mbi
 from mbi import Domain, LinearMeasurement
 from mbi import approximate_oracles, marginal_loss, estimation
 
