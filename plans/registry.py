@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import (
-    advised, ahp, dawa, dpcube, efpa, grids, hdmm, mwem, php, query_smasher, residual_planner, static, striped, structure_first,
+    advised, ahp, dawa, dpcube, efpa, grids, hdmm, mwem, pgm, php, query_smasher, residual_planner, static, striped, structure_first,
 )
 
 
@@ -133,6 +133,10 @@ info: dict[str, PlanInfo] = {
     "DAWA-Striped": PlanInfo(
         dawa.dawa_striped, (2,), True, defaults={"attribute": 0, "selection_share": 0.25},
         summary="DAWA on every stripe with the whole budget (parallel composition)",
+    ),
+    "ResidualPlanner+PGM": PlanInfo(
+        pgm.residual_planner_pgm, (), False, defaults={"loss": "sum", "iterations": 1000, "method": "auto"},
+        summary="ResidualPlanner's measurements fitted by one graphical model: consistent marginals, synthetic records",
     ),
     "Advised": PlanInfo(
         advised.advised, (), False, defaults={"advice": "strategy.json"},

@@ -29,12 +29,12 @@ def residual_planner(source: Handle, workload: Marginals | Iterable, budget: ZCD
     variance, ``answer`` / ``intervals`` over the workload.
     """
     measure.require_table_and_zcdp(source, budget, "ResidualPlanner")
-    subsets, weights = _subsets_and_weights(workload, weights)
+    subsets, weights = subsets_and_weights(workload, weights)
     strategy = select(source.domain, subsets, loss=loss, weights=weights, budget=budget)
     return strategy.reconstruct(strategy.measure(source, budget, max_host_cells=max_host_cells))
 
 
-def _subsets_and_weights(marginals: Marginals | Iterable, weights) -> tuple[list, object]:
+def subsets_and_weights(marginals: Marginals | Iterable, weights) -> tuple[list, object]:
     """Attribute subsets of the workload; a weighted Marginals matrix's row weight w counts as w^2 on variance."""
     if not isinstance(marginals, Marginals):
         return [m if isinstance(m, (str, int)) else tuple(m) for m in marginals], weights

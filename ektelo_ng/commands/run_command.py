@@ -54,6 +54,9 @@ def register(subcommands) -> None:
     parser.add_argument("--out", type=Path,
                         help="save results: .json (everything) or .csv (one row per answer: answer, variance, std, "
                              "interval, method)")
+    parser.add_argument("--synthetic", type=Path,
+                        help="with a plan that fits a model (ResidualPlanner+PGM): write synthetic records to this CSV, "
+                             "as many as the model's estimated total (seeded by --seed)")
     parser.set_defaults(run=run)
 
 
@@ -126,6 +129,15 @@ def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Sess
         print(f"noise: seeded with --seed {args.seed}: every answer is flagged as reproducible, not private against "
               "anyone who knows the seed")
     print("lineage: " + " -> ".join(f"{d['op']}(x{d['stability']})" for d in report["lineage"]["derivations"]))
+    if args.synthetic:
+        if not hasattr(estimate, "synthetic"):
+            raise ValueError(f"{args.plan} returns no model to draw synthetic records from; use a plan that fits one "
+                             "(ResidualPlanner+PGM)")
+        records = estimate.synthetic(seed=args.seed)
+        names = list(records)
+        rows = np.column_stack([records[name] for name in names]) if names else np.empty((0, 0))
+        np.savetxt(args.synthetic, rows, fmt="%d", delimiter=",", header=",".join(names), comments="")
+        print(f"saved {args.synthetic}: {len(rows)} synthetic records")
     if args.out:
         if args.out.suffix == ".csv":
             estimate.to_csv(args.out, workload, args.level)

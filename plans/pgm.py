@@ -1,0 +1,42 @@
+"""ResidualPlanner measured, then one graphical model fitted to the measurements (Private-PGM).
+
+The measurements are ResidualPlanner's (optimal Gaussian noise for the workload's marginals, measured on host
+marginals through the kernel); ``operators.pgm.fit`` turns them into one model of the whole table: consistent,
+non-negative marginals for any attribute set the model covers, and synthetic records. The fit is
+post-processing: the budget is spent by the measurements alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from ..kernel.privacy import ZCDP
+from ..operators import measure, pgm
+from ..operators.client import Handle
+from ..operators.matrices import Marginals
+from ..operators.selection.residual_hosts import DEFAULT_HOST_CELLS
+from ..operators.selection.residual_planner import residual_planner as select
+from .residual_planner import subsets_and_weights
+
+
+def residual_planner_pgm(source: Handle, workload: Marginals | Iterable, budget: ZCDP, *,
+                         shape: Sequence[int] | None = None, loss: str = "sum", iterations: int = 1000,
+                         method: str = "auto",
+                         max_host_cells: int = DEFAULT_HOST_CELLS,
+                         callback: Callable[[int, float], object] | None = None) -> pgm.Model:
+    """Measure ``workload``'s marginals with ResidualPlanner under ``budget`` (all of it), then fit a graphical
+    model to those measurements.
+
+    ``source``: the table handle; ``workload``: attribute sets or a ``Marginals`` matrix; ``shape``: unused
+    (the table's domain is the shape). ``loss``: ResidualPlanner's (``"sum"`` or ``"max"``). ``iterations``,
+    ``method``, ``callback``: the fit's (``operators.pgm.fit``). Returns the model: ``marginal(A)``,
+    ``answer(items)``, ``synthetic(n_rows, seed)``, ``history`` (the fit's loss per iteration).
+    """
+    measure.require_table_and_zcdp(source, budget, "ResidualPlanner+PGM")
+    subsets, weights = subsets_and_weights(workload, None)
+    strategy = select(source.domain, subsets, loss=loss, weights=weights)
+    measurements = strategy.measure(source, budget, max_host_cells=max_host_cells)
+    model = pgm.fit(source.domain, measurements, method=method, iterations=iterations, callback=callback)
+    model.note = (f"a graphical model fitted to {len(measurements)} ResidualPlanner measurements "
+                  f"({type(model).__name__}): consistent and non-negative, no error bars (post-processing)")
+    return model
