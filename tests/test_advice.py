@@ -262,7 +262,7 @@ def test_predicted_rmse_is_what_the_kernel_delivers(tmp_path, sizes, workload, b
 def test_a_data_dependent_pick_runs_its_plan_through_the_kernel(tmp_path):
     """2-D ranges at N x epsilon = 100: AGrid+ beats every data-independent strategy on every replayed dataset."""
     W = wl.RandomRange((32, 32), 50, seed=0)
-    advice = advise([32, 32], W, ek.PureDP("0.1"), scale=1000, time_limit=2)
+    advice = advise([32, 32], W, ek.PureDP("0.1"), scale=1000, time_limit=5)
     assert advice.pick.status == "evidence" and advice.strategy is None
     path = tmp_path / "advice.json"
     advice.save(path)

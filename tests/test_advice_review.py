@@ -80,7 +80,7 @@ def test_a_worker_that_cannot_start_says_so_and_none_starts_without_time():
 def test_a_data_dependent_pick_under_zcdp_runs_at_the_advised_epsilon(tmp_path):
     """Evidence rows are priced at epsilon = sqrt(2 rho) (Laplace); the plan got the ZCDP budget and failed."""
     budget = ek.ZCDP("0.005")
-    advice = ek.advise([32, 32], wl.RandomRange((32, 32), 50, seed=0), budget, scale=1000, time_limit=2)
+    advice = ek.advise([32, 32], wl.RandomRange((32, 32), 50, seed=0), budget, scale=1000, time_limit=5)
     assert advice.pick.status == "evidence"
     path = tmp_path / "advice.json"
     advice.save(path)
