@@ -371,7 +371,7 @@ def test_a_shape_without_a_scale_is_refused_rather_than_ignored(capsys):
 def test_a_shape_the_replay_has_no_dataset_of_gives_advice_without_evidence():
     """No 2-D dataset of the replay is smooth: the whole advice failed, after running every selector."""
     advice = ek.advise([16, 16], ek.workload.RandomRange((16, 16), 20, seed=0), 1.0, scale=1000, shape="smooth",
-                       time_limit=2)
+                       time_limit=5)
     assert advice.pick is not None and not [r for r in advice.rows if r.status == "evidence"]
     assert any("no 2-D dataset of shape 'smooth'" in note for note in advice.notes)
 
