@@ -248,6 +248,20 @@ def test_clear_refusals():
         model.marginal((0, 1, 2))
 
 
+@pytest.mark.parametrize("options, message", [
+    ({"iterations": 0}, "iterations"), ({"iterations": -5}, "iterations"), ({"iterations": 2.5}, "iterations"),
+    ({"total": float("inf")}, "total"), ({"total": float("nan")}, "total"),
+])
+def test_fit_refuses_options_that_would_return_an_unfitted_or_nan_model(options, message):
+    with pytest.raises(ValueError, match=message):
+        fit(SIZES, [((0,), np.eye(2), [3.0, 4.0], 1.0)], **options)
+
+
+def test_the_approximate_method_refuses_a_measured_marginal_past_max_clique_cells():
+    with pytest.raises(ValueError, match="max_clique_cells"):
+        fit((10**6, 10**6), [((0, 1), Total(10**12), [1e6], 1.0)], total=10.0)
+
+
 # ---------------------------------------------------------------------------------------
 # Approximate method
 # ---------------------------------------------------------------------------------------

@@ -4,12 +4,16 @@ Post-processing only: the measurements are what the kernel already released. ``m
 junction tree over the measured cliques and fits log-potentials by mirror descent; ``"approximate"`` fits
 pseudo-marginals on a region graph (McKenna et al. 2021) when the tree's largest clique is too big;
 ``"auto"`` takes the exact method when the tree's largest clique has at most ``max_clique_cells`` cells.
+No table (a tree clique, or a measured marginal in the approximate method) may exceed ``max_clique_cells``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Literal
+
+import numpy as np
 
 from ..domains import DomainLike, as_domain
 from ..measurement import Measurement
@@ -37,12 +41,14 @@ def fit(domain: DomainLike, measurements: Sequence[Measurement | tuple], *, meth
     """
     if method not in ("auto", "exact", "approximate"):
         raise ValueError(f"method must be 'auto', 'exact' or 'approximate', got {method!r}")
+    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
+        raise ValueError(f"iterations must be a positive integer, got {iterations!r}")
     domain = as_domain(domain)
     sizes = domain.sizes
     all_terms = loss_terms(measurements, sizes, loss, max_clique_cells)
     total = estimate_total(all_terms) if total is None else float(total)
-    if not total > 0:
-        raise ValueError(f"total must be positive, got {total}")
+    if not (math.isfinite(total) and total > 0):
+        raise ValueError(f"total must be positive and finite, got {total}")
     measured = sorted({c for t in all_terms for c in t.cliques})
     tree = None
     if method != "approximate":
@@ -53,6 +59,12 @@ def fit(domain: DomainLike, measurements: Sequence[Measurement | tuple], *, meth
                 raise ValueError(f"{error} (max_clique_cells={max_clique_cells:.3g}); use method='approximate' "
                                  "or raise max_clique_cells") from None
     if tree is None:
+        largest = max(measured, key=lambda c: math.prod(sizes[i] for i in c))
+        cells = math.prod(sizes[i] for i in largest)
+        if cells > max_clique_cells:
+            raise ValueError(f"the measured marginal on attributes {largest} has {cells:.3g} cells, more than "
+                             f"max_clique_cells={max_clique_cells:.3g}; the approximate method keeps a table per "
+                             "measured marginal: measure smaller marginals or raise max_clique_cells")
         engine = RegionEngine(measured, sizes, all_terms, total)
         state, history = mirror_descent(engine, all_terms, iterations, tol, callback)
         return RegionGraphModel(domain, engine, state, total, history, measured)
