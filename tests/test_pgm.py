@@ -10,7 +10,7 @@ import pytest
 from scipy import optimize, stats
 
 import ektelo_ng as ek
-from ektelo_ng.kernel.matrix import Dense, Kronecker, Total, VStack, Weighted
+from ektelo_ng.kernel.matrix import Dense, Identity, Kronecker, Total, VStack, Weighted
 from ektelo_ng.operators.measurement import Measurement
 from ektelo_ng.operators.pgm import fit
 from ektelo_ng.operators.pgm.junction import calibrate, junction_tree, marginal
@@ -231,6 +231,17 @@ def test_residual_planner_measurements_through_the_kernel():
     full = fit(domain, [whole], method="exact")
     assert full.tree.cliques == ((0, 1, 2, 3),)
     assert np.abs(full.marginal((0, 1, 2, 3)) - truth).sum() < 0.2 * 5000
+
+
+@pytest.mark.parametrize("sizes, matrix", [((2100,), Identity(2100)), ((80, 80), Kronecker([Identity(80), Identity(80)])),
+                                            ((70, 70), np.eye(4900))])
+def test_the_total_is_estimated_from_large_or_implicit_measurements(sizes, matrix):
+    """An identity measurement determines the total however many cells it has and however it is stored."""
+    rng = np.random.default_rng(13)
+    counts = rng.integers(0, 5, math.prod(sizes)).astype(float)
+    answers = counts + rng.normal(0, 0.5, counts.size)
+    model = fit(sizes, [Measurement(matrix, answers, 0.5, attributes=tuple(range(len(sizes))))], iterations=1)
+    assert model.total == pytest.approx(answers.sum())
 
 
 def test_clear_refusals():

@@ -15,11 +15,13 @@ Laplace noise), smoothed by ``L1_SMOOTHING``.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from scipy.sparse.linalg import LinearOperator, lsqr
 
 from ...kernel.matrix import Dense, Kronecker, Matrix, Ones, VStack, Weighted
 from ..measurement import Measurement
@@ -32,8 +34,6 @@ DENSE_ENTRIES = 1 << 22
 #: The L1 loss is smoothed to sum(sqrt(r^2 + e^2) - e) on standardized residuals r (within e per row of the
 #: L1 loss, and differentiable, so the line search does not stall at its kinks).
 L1_SMOOTHING = 1e-3
-#: Largest clique whose Gram matrix is built to estimate the total.
-TOTAL_CELLS = 1 << 12
 
 
 @dataclass
@@ -155,27 +155,37 @@ def terms(measurements: Sequence[Measurement | tuple], sizes: Sequence[int], kin
 def estimate_total(all_terms: Sequence[Term]) -> float:
     """The total count, as the inverse-variance average of one unbiased estimate per clique that determines it.
 
-    On a clique with Gram matrix ``G = sum M^T W^2 M`` and ``b = sum M^T W^2 y``, the best linear unbiased
-    estimate of ``1^T mu`` is ``b^T z`` with ``G z = 1`` (variance ``1^T z``); a clique whose measurements
-    do not determine the total (``1`` not in the range of ``G``) gives none.
+    With a clique's measurements stacked and standardized, ``A mu ~ W y`` (unit noise), the best linear
+    unbiased estimate of ``1^T mu`` is ``u^T W y`` for the least-norm ``u`` with ``A^T u = 1`` (variance
+    ``|u|^2``), found by LSQR from products with ``A`` alone, so any clique size and implicit matrices
+    serve. A clique whose measurements do not determine the total (``1`` not in the row space of ``A``)
+    gives none.
     """
-    grams: dict[Clique, list] = {}
+    stacks: dict[Clique, list] = defaultdict(list)
     for term in all_terms:
         M = term.matrix
-        cells = M.shape[1]
-        if cells > TOTAL_CELLS or not isinstance(M, np.ndarray) or not np.any(np.abs(M.sum(axis=1)) > 1e-12):
+        if not np.any(np.abs(M @ np.ones(M.shape[1])) > 1e-12):  # every row sums to zero: no total in there
             continue
         for clique, w, y in zip(term.cliques, term.weights, term.answers):
-            G, b = grams.setdefault(clique, [np.zeros((cells, cells)), np.zeros(cells)])
-            G += M.T @ (w[:, None] ** 2 * M)
-            b += M.T @ (w * w * y)
+            stacks[clique].append((M, w, y))
     estimates, precisions = [], []
-    for G, b in grams.values():
-        ones = np.ones(b.size)
-        z = np.linalg.lstsq(G, ones, rcond=None)[0]
-        if np.linalg.norm(G @ z - ones) <= 1e-6 * math.sqrt(b.size) and ones @ z > 0:
-            estimates.append(b @ z)
-            precisions.append(1.0 / (ones @ z))
+    for parts in stacks.values():
+        cells = parts[0][0].shape[1]
+        stops = np.cumsum([0] + [w.size for _, w, _ in parts])
+        rows = int(stops[-1])
+
+        def transposed(u: np.ndarray) -> np.ndarray:  # A^T u
+            return sum((w * u[a:b]) @ M for (M, w, _), a, b in zip(parts, stops[:-1], stops[1:]))
+
+        def forward(x: np.ndarray) -> np.ndarray:  # A x
+            return np.concatenate([w * (M @ x) for M, w, _ in parts])
+
+        A_T = LinearOperator((cells, rows), matvec=transposed, rmatvec=forward, dtype=np.float64)
+        ones = np.ones(cells)
+        u = lsqr(A_T, ones, atol=1e-12, btol=1e-12, iter_lim=10 * min(cells, rows) + 10)[0]
+        if np.linalg.norm(transposed(u) - ones) <= 1e-6 * math.sqrt(cells) and u @ u > 0:
+            estimates.append(u @ np.concatenate([w * y for _, w, y in parts]))
+            precisions.append(1.0 / (u @ u))
     if not estimates:
         raise ValueError("the measurements do not determine the total count; pass total=")
     return max(1.0, float(np.dot(estimates, precisions) / np.sum(precisions)))
