@@ -8,7 +8,9 @@ tree (every clique's attributes stay connected). Its largest clique bounds the c
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -45,9 +47,16 @@ def triangulate(cliques: Sequence[Clique], sizes: Sequence[int], max_cells: floa
         fill = sum(1 for a, b in combinations(adjacent[v], 2) if b not in adjacent[a])
         return fill, math.prod(sizes[u] for u in adjacent[v] | {v})
 
+    # a heap of (cost, vertex), stale entries skipped: an elimination changes the cost of its clique's members
+    # and their neighbours only, so the others are not rescanned
+    current = {v: cost(v) for v in adjacent}
+    heap = [(c, v) for v, c in current.items()]
+    heapq.heapify(heap)
     eliminated: list[Clique] = []
     while adjacent:
-        v = min(adjacent, key=cost)
+        c, v = heapq.heappop(heap)
+        if v not in adjacent or current[v] != c:
+            continue
         members = adjacent.pop(v) | {v}
         cells = math.prod(sizes[u] for u in members)
         if cells > max_cells:
@@ -55,10 +64,17 @@ def triangulate(cliques: Sequence[Clique], sizes: Sequence[int], max_cells: floa
         for a in members - {v}:
             adjacent[a] |= members - {a, v}
             adjacent[a].discard(v)
+        for u in set().union(*(adjacent[a] for a in members - {v}), members - {v}):
+            current[u] = cost(u)
+            heapq.heappush(heap, (current[u], u))
         eliminated.append(tuple(sorted(members)))
     sets = [set(c) for c in eliminated]
-    return [c for k, c in enumerate(eliminated)
-            if not any(sets[k] < other or (sets[k] == other and j < k) for j, other in enumerate(sets))]
+    holding: dict[int, list[int]] = defaultdict(list)
+    for k, c in enumerate(eliminated):
+        for i in c:
+            holding[i].append(k)
+    return [c for k, c in enumerate(eliminated)  # a clique's supersets hold its first attribute
+            if not any(sets[k] < sets[j] or (sets[k] == sets[j] and j < k) for j in holding[c[0]])]
 
 
 @dataclass(frozen=True)
@@ -83,16 +99,25 @@ class JunctionTree:
 def junction_tree(cliques: Sequence[Clique], sizes: Sequence[int], max_cells: float) -> JunctionTree:
     """A junction tree over every attribute covering ``cliques`` (raises :class:`TooLarge` past ``max_cells``)."""
     nodes = triangulate(cliques, sizes, max_cells)
+    holding: dict[int, list[int]] = defaultdict(list)
+    for k, c in enumerate(nodes):
+        for i in c:
+            holding[i].append(k)
     graph = nx.Graph()
     graph.add_nodes_from(range(len(nodes)))
-    for a, b in combinations(range(len(nodes)), 2):
-        graph.add_edge(a, b, weight=len(set(nodes[a]) & set(nodes[b])))
-    tree = nx.maximum_spanning_tree(graph)
+    for members in holding.values():  # only cliques that share attributes: no all-pairs graph
+        for a, b in combinations(members, 2):
+            graph.add_edge(a, b, weight=len(set(nodes[a]) & set(nodes[b])))
+    forest = nx.maximum_spanning_tree(graph)
     parent = [-1] * len(nodes)
-    order = [0]
-    for a, b in nx.bfs_edges(tree, 0):
-        parent[b] = a
-        order.append(b)
+    order: list[int] = []
+    for component in sorted(nx.connected_components(forest), key=min):  # each joins clique 0 by an empty separator
+        root = min(component)
+        parent[root] = 0 if root else -1
+        order.append(root)
+        for a, b in nx.bfs_edges(forest, root):
+            parent[b] = a
+            order.append(b)
     return JunctionTree(tuple(nodes), tuple(parent), tuple(order), tuple(sizes))
 
 
