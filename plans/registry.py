@@ -28,6 +28,8 @@ class PlanInfo:
     summary: str = ""
     #: Data-independent plans: (shape of the data vector, workload) -> the LinearStrategy they measure.
     strategy: Callable | None = None
+    #: Returns a fitted model with ``synthetic(n_rows, seed)`` (what ``ektelo-ng run --synthetic`` needs).
+    model: bool = False
 
 
 info: dict[str, PlanInfo] = {
@@ -137,6 +139,7 @@ info: dict[str, PlanInfo] = {
     "ResidualPlanner+PGM": PlanInfo(
         pgm.residual_planner_pgm, (), False, defaults={"loss": "sum", "iterations": 1000, "method": "auto"},
         summary="ResidualPlanner's measurements fitted by one graphical model: consistent marginals, synthetic records",
+        model=True,
     ),
     "Advised": PlanInfo(
         advised.advised, (), False, defaults={"advice": "strategy.json"},

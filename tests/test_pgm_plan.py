@@ -77,7 +77,9 @@ def test_a_plan_without_a_model_says_so(tmp_path, capsys):
     table.write_text("a\n1\n2\n")
     assert main(["run", "HB", "--table", str(table), "--domain", "a=4", "--budget", "epsilon=1", "--in-process",
                  "--synthetic", str(tmp_path / "s.csv")]) == 2
-    assert "returns no model" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "returns no model" in captured.err
+    assert "budget: spent" not in captured.out  # refused before the plan spends anything
 
 
 def test_the_readme_pgm_command_runs_as_written(tmp_path, monkeypatch, capsys):

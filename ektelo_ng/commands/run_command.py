@@ -60,6 +60,10 @@ def register(subcommands) -> None:
     parser.set_defaults(run=run)
 
 
+_NO_MODEL = ("{plan} returns no model to draw synthetic records from; use a plan that fits one "
+             "(ResidualPlanner+PGM)")
+
+
 def load_plan(path: Path, domain: str | None = None):
     """A plan script's ``plan`` function, a plan of the catalog by name (with its default parameters), or a saved
     advice (the Advised plan on that file; given the table's ``domain``, rebuilt and checked here, before the
@@ -88,6 +92,13 @@ def load_plan(path: Path, domain: str | None = None):
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.synthetic and not args.plan.is_file():  # a catalog plan: refused before it spends the budget
+        from ektelo_ng.plans import info
+
+        if str(args.plan) in info and not info[str(args.plan)].model:
+            raise ValueError(_NO_MODEL.format(plan=args.plan))
+    if args.synthetic and args.plan.suffix == ".json":
+        raise ValueError(_NO_MODEL.format(plan=args.plan))
     plan = load_plan(args.plan, args.domain)
     budget = parse_budget(args.budget)
     if args.connect or args.credential:
@@ -130,9 +141,8 @@ def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Sess
               "anyone who knows the seed")
     print("lineage: " + " -> ".join(f"{d['op']}(x{d['stability']})" for d in report["lineage"]["derivations"]))
     if args.synthetic:
-        if not hasattr(estimate, "synthetic"):
-            raise ValueError(f"{args.plan} returns no model to draw synthetic records from; use a plan that fits one "
-                             "(ResidualPlanner+PGM)")
+        if not hasattr(estimate, "synthetic"):  # a plan script: known only once it has run
+            raise ValueError(_NO_MODEL.format(plan=args.plan))
         records = estimate.synthetic(seed=args.seed)
         names = list(records)
         rows = np.column_stack([records[name] for name in names]) if names else np.empty((0, 0))
