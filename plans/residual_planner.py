@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ..kernel.matrix import Matrix
 from ..kernel.privacy import ZCDP
 from ..operators import measure
 from ..operators.client import Handle
@@ -36,6 +37,9 @@ def residual_planner(source: Handle, workload: Marginals | Iterable, budget: ZCD
 
 def subsets_and_weights(marginals: Marginals | Iterable, weights) -> tuple[list, object]:
     """Attribute subsets of the workload; a weighted Marginals matrix's row weight w counts as w^2 on variance."""
+    if marginals is None or (isinstance(marginals, Matrix) and not isinstance(marginals, Marginals)):
+        raise ValueError("a marginal plan needs its marginals: attribute sets or a Marginals matrix "
+                         "(from the command line: --workload kway:SIZESxSIZES:K)")
     if not isinstance(marginals, Marginals):
         return [m if isinstance(m, (str, int)) else tuple(m) for m in marginals], weights
     if weights is None and any(w != 1.0 for w in marginals.weights.values()):

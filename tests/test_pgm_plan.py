@@ -97,3 +97,17 @@ def test_the_readme_pgm_command_runs_as_written(tmp_path, monkeypatch, capsys):
     assert command[:3] == ["ektelo-ng", "run", "ResidualPlanner+PGM"]
     assert main(command[1:] + ["--in-process"]) == 0
     assert (tmp_path / "synthetic.csv").read_text().startswith("age,sex,region\n")
+
+
+def test_a_marginal_plan_without_its_marginals_is_refused_before_measuring(tmp_path, capsys):
+    columns = skewed_table(2, rows=50)
+    table = tmp_path / "t.csv"
+    table.write_text("a,b,c\n" + "\n".join(f"{x},{y},{z}" for x, y, z in zip(*columns.values())) + "\n")
+    for plan in ("ResidualPlanner+PGM", "ResidualPlanner"):
+        assert main(["run", plan, "--table", str(table), "--domain", "a=6,b=4,c=3", "--budget", "rho=1",
+                     "--in-process"]) == 2
+        assert "needs its marginals" in capsys.readouterr().err
+    session = ek.protect(columns, DOMAIN, ek.ZCDP(1))
+    with pytest.raises(ValueError, match="needs its marginals"):
+        ek.catalog["ResidualPlanner+PGM"](session.source, ek.workload.Identity(72), ek.ZCDP(1))
+    assert session.budget.spent.value == 0

@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Session) -> int:
     workload = parse_workload(args.workload) if args.workload else None
-    if workload is None and not args.plan.is_file():  # a catalog plan answers a workload: every cell by default
+    if workload is None and not args.plan.is_file() and _vector_plan(str(args.plan)):  # every cell by default
         workload = Identity(int(np.prod(session.source.domain.sizes)))
     estimate = plan(session.source, workload, budget)
     if not isinstance(estimate, Estimate):
@@ -155,6 +155,13 @@ def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Sess
             args.out.write_text(json.dumps(report, indent=2))
         print(f"saved {args.out}")
     return 0
+
+
+def _vector_plan(name: str) -> bool:
+    """A catalog plan of the data vector (marginal plans take their marginals, and the Advised plan its own)."""
+    from ektelo_ng.plans import info
+
+    return bool(info[name].dimensions) if name in info else False
 
 
 def _shown(record: dict) -> str:
