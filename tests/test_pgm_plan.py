@@ -111,3 +111,15 @@ def test_a_marginal_plan_without_its_marginals_is_refused_before_measuring(tmp_p
     with pytest.raises(ValueError, match="needs its marginals"):
         ek.catalog["ResidualPlanner+PGM"](session.source, ek.workload.Identity(72), ek.ZCDP(1))
     assert session.budget.spent.value == 0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"n_rows": 5.7}, "n_rows must be a whole number"), ({"n_rows": 10**13}, "n_rows must be a whole number"),
+    ({"n_rows": -1}, "n_rows must be a whole number"), ({"n_rows": 3, "seed": 1.5}, "seed must be a whole number"),
+])
+def test_synthetic_refuses_bad_arguments_by_name(kwargs, message):
+    columns = skewed_table(4, rows=200)
+    session = ek.protect(columns, DOMAIN, ek.ZCDP(1), seed=0)
+    model = ek.catalog["ResidualPlanner+PGM"](session.source, WORKLOAD, ek.ZCDP(1), iterations=50)
+    with pytest.raises(ValueError, match=message):
+        model.synthetic(**kwargs)

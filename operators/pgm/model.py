@@ -17,6 +17,10 @@ from ..marginal_estimate import MarginalEstimate
 from .tables import Clique
 
 
+#: Most synthetic records drawn at once (8 bytes a value: 800 MB a column).
+MAX_ROWS = 10**8
+
+
 class Model(MarginalEstimate):
     """Common face of the exact (junction tree) and approximate (region graph) models."""
 
@@ -38,10 +42,13 @@ class Model(MarginalEstimate):
 
     def synthetic(self, n_rows: int | None = None, seed: int | np.random.Generator | None = None) -> dict[str, np.ndarray]:
         """``n_rows`` synthetic records (default: the total, rounded) as ``{name: integer codes}``."""
-        rows = int(round(self.total)) if n_rows is None else int(n_rows)
-        if rows < 0:
-            raise ValueError(f"n_rows must be non-negative, got {n_rows}")
-        records = self._sample(rows, np.random.default_rng(seed))
+        rows = int(round(self.total)) if n_rows is None else n_rows
+        if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or not 0 <= rows <= MAX_ROWS:
+            raise ValueError(f"n_rows must be a whole number from 0 to {MAX_ROWS:,}, got {n_rows!r}")
+        if not (seed is None or isinstance(seed, np.random.Generator)
+                or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool))):
+            raise ValueError(f"seed must be a whole number, a numpy Generator or None, got {seed!r}")
+        records = self._sample(int(rows), np.random.default_rng(seed))
         return {name: records[:, i] for i, name in enumerate(self.domain.names)}
 
     @abstractmethod
