@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -78,7 +80,7 @@ def test_a_plan_without_a_model_says_so(tmp_path, capsys):
     assert main(["run", "HB", "--table", str(table), "--domain", "a=4", "--budget", "epsilon=1", "--in-process",
                  "--synthetic", str(tmp_path / "s.csv")]) == 2
     captured = capsys.readouterr()
-    assert "returns no model" in captured.err
+    assert "fits no model" in captured.err
     assert "budget: spent" not in captured.out  # refused before the plan spends anything
 
 
@@ -123,3 +125,17 @@ def test_synthetic_refuses_bad_arguments_by_name(kwargs, message):
     model = ek.catalog["ResidualPlanner+PGM"](session.source, WORKLOAD, ek.ZCDP(1), iterations=50)
     with pytest.raises(ValueError, match=message):
         model.synthetic(**kwargs)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs the [plot] extra")
+def test_run_plots_the_fit_against_iteration(tmp_path, capsys):
+    columns = skewed_table(5, rows=300)
+    table = tmp_path / "t.csv"
+    table.write_text("a,b,c\n" + "\n".join(f"{x},{y},{z}" for x, y, z in zip(*columns.values())) + "\n")
+    figure = tmp_path / "fit.png"
+    assert main(["run", "ResidualPlanner+PGM", "--table", str(table), "--domain", "a=6,b=4,c=3", "--budget",
+                 "rho=1", "--workload", "kway:6x4x3:2", "--in-process", "--plot", str(figure)]) == 0
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["run", "HB", "--table", str(table), "--domain", "a=6,b=4,c=3", "--budget", "epsilon=1",
+                 "--in-process", "--plot", str(figure)]) == 2
+    assert "fits no model" in capsys.readouterr().err

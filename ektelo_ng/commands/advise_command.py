@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ektelo_ng.figures import pyplot
 from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
 from ektelo_ng.operators.advice import Advice, advise
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.max_cells) and args.max_cells >= 0):
         raise ValueError(f"max_cells must be a number of cells >= 0, got {args.max_cells}")
     if args.plot is not None:
-        _require_matplotlib()
+        pyplot()
     for path in (args.out, args.plot):
         if path is not None and not path.parent.is_dir():
             raise FileNotFoundError(f"cannot write {path}: the folder {path.parent} does not exist")
@@ -138,13 +139,6 @@ class _Progress:
             self.bar.close()
 
 
-def _require_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise ImportError('--plot needs matplotlib: pip install -e ".[plot]"') from None
-
-
 def _plotted(advice: Advice) -> list:
     """The best row of each family and noise (data-dependent plans count one by one), best first."""
     seen, rows = set(), []
@@ -158,11 +152,7 @@ def _plotted(advice: Advice) -> list:
 
 def plot(advice: Advice, path: Path) -> None:
     """RMSE against budget (a tenth to ten times the one advised) for the top selectors, the budget marked."""
-    _require_matplotlib()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     kind = PureDP if isinstance(advice.budget, PureDP) else ZCDP
     given = float(advice.budget.value)

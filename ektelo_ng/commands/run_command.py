@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ektelo_ng.figures import pyplot
 from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
 from ektelo_ng.session import BACKENDS, connect, kernel_process, protect
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
@@ -57,11 +58,14 @@ def register(subcommands) -> None:
     parser.add_argument("--synthetic", type=Path,
                         help="with a plan that fits a model (ResidualPlanner+PGM): write synthetic records to this CSV, "
                              "as many as the model's estimated total (seeded by --seed)")
+    parser.add_argument("--plot", type=Path,
+                        help="with a plan that fits a model (ResidualPlanner+PGM): save a figure of the fit's loss "
+                             "against iteration (PNG; needs the plot extra)")
     parser.set_defaults(run=run)
 
 
-_NO_MODEL = ("{plan} returns no model to draw synthetic records from; use a plan that fits one "
-             "(ResidualPlanner+PGM)")
+_NO_MODEL = ("{plan} fits no model (to draw synthetic records from, or plot the fit of); use a plan that "
+             "fits one (ResidualPlanner+PGM)")
 
 
 def load_plan(path: Path, domain: str | None = None):
@@ -80,7 +84,9 @@ def load_plan(path: Path, domain: str | None = None):
 
         if str(path) in catalog:
             name = str(path)
-            return lambda source, workload, budget: catalog[name](source, workload, budget, **info[name].defaults)
+            extra = {"callback": _FitProgress(info[name].defaults.get("iterations"))} if info[name].model else {}
+            return lambda source, workload, budget: catalog[name](source, workload, budget, **info[name].defaults,
+                                                                  **extra)
         raise FileNotFoundError(f"{path} is neither a plan file nor a plan of the catalog ({', '.join(catalog)})")
     spec = importlib.util.spec_from_file_location(f"ektelo_plan_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
@@ -92,13 +98,16 @@ def load_plan(path: Path, domain: str | None = None):
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.synthetic and not args.plan.is_file():  # a catalog plan: refused before it spends the budget
+    wants_model = args.synthetic or args.plot
+    if wants_model and not args.plan.is_file():  # a catalog plan: refused before it spends the budget
         from ektelo_ng.plans import info
 
         if str(args.plan) in info and not info[str(args.plan)].model:
             raise ValueError(_NO_MODEL.format(plan=args.plan))
-    if args.synthetic and args.plan.suffix == ".json":
+    if wants_model and args.plan.suffix == ".json":
         raise ValueError(_NO_MODEL.format(plan=args.plan))
+    if args.plot:
+        pyplot()
     plan = load_plan(args.plan, args.domain)
     budget = parse_budget(args.budget)
     if args.connect or args.credential:
@@ -148,6 +157,9 @@ def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Sess
         rows = np.column_stack([records[name] for name in names]) if names else np.empty((0, 0))
         np.savetxt(args.synthetic, rows, fmt="%d", delimiter=",", header=",".join(names), comments="")
         print(f"saved {args.synthetic}: {len(rows)} synthetic records")
+    if args.plot:
+        _plot_history(estimate, args.plot)
+        print(f"saved {args.plot}")
     if args.out:
         if args.out.suffix == ".csv":
             estimate.to_csv(args.out, workload, args.level)
@@ -155,6 +167,39 @@ def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Sess
             args.out.write_text(json.dumps(report, indent=2))
         print(f"saved {args.out}")
     return 0
+
+
+class _FitProgress:
+    """A progress bar over a model fit's iterations, on stderr (``callback(iteration, loss)`` of operators.pgm)."""
+
+    def __init__(self, iterations: int | None):
+        self.iterations, self.bar = iterations, None
+
+    def __call__(self, iteration: int, loss: float) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.iterations, unit="it", desc="fitting the model", file=sys.stderr, leave=False)
+        self.bar.update(iteration - self.bar.n)
+        self.bar.set_postfix(loss=f"{loss:.4g}", refresh=False)
+        if iteration == self.iterations:
+            self.bar.close()
+
+
+def _plot_history(estimate, path: Path) -> None:
+    """The fit's loss per iteration (log scale), the picture of how it converged."""
+    history = getattr(estimate, "history", None)
+    if not history:
+        raise ValueError("--plot draws a model fit's loss per iteration: this plan fitted no model")
+    plt = pyplot()
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    axes.plot(range(len(history)), history)
+    axes.set(yscale="log", xlabel="iteration", ylabel="loss (weighted squared error of the measurements)",
+             title=f"{type(estimate).__name__}: fit to the noisy measurements")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
 def _vector_plan(name: str) -> bool:

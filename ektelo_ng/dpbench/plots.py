@@ -15,20 +15,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from ektelo_ng import figures
 from ektelo_ng.dpbench.report import Cell, Standing
 from ektelo_ng.plans import info
 
 
 def pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        raise ValueError("plots need matplotlib: pip install -e '.[plot]' in the ektelo-ng folder, or leave out "
-                         "--plots") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return figures.pyplot("--plots")
 
 
 def _style(algorithms: Sequence[str]) -> dict[str, dict]:
