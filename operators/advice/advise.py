@@ -198,6 +198,33 @@ def advise(
     k-th selector (from 0) runs.
     """
     start = time.perf_counter()
+    _check_settings(time_limit, objective, scale, shape, max_cells, seed, restarts)
+    budget, conversions = as_budget(budget)
+    workload = QueryWorkload.of(domain, workload, weights)
+    noises = _noises(noise, budget)
+    conversions += _conversion_notes(budget, noises)
+    deadline = start + time_limit
+    plan = candidates(workload, noises, max_cells)
+    runnable = [c for c, reason in plan if not reason]
+    rows = [Row(c.name, c.family, c.noise, "skipped", reason) for c, reason in plan if reason]
+    found, svd_bounds = _run(runnable, workload, budget, noises, deadline, (seed, restarts, max_cells), progress)
+    rows += list(found.values())
+    settings = {"scale": scale, "shape": shape, "max_cells": max_cells, "seed": seed, "restarts": restarts,
+                "noise": noise}
+    notes = []
+    if scale is not None:
+        notes += _evidence_rows(rows, workload, budget, scale, shape)
+    elif len(workload.domain) <= 2:
+        notes.append("give the table's public number of records (scale) to compare data-dependent plans "
+                     "(DAWA, AHP, MWEM, ...) from the DPBench replay's measured errors")
+    rows = _ranked(rows, objective)
+    pick = _pick(rows, objective)
+    return Advice(workload, budget, objective, rows, pick, svd_bounds, conversions, notes,
+                  time.perf_counter() - start, time_limit, settings)
+
+
+def _check_settings(time_limit, objective, scale, shape, max_cells, seed, restarts) -> None:
+    """Refuse bad settings by name, before anything runs."""
     if not (math.isfinite(time_limit) and time_limit > 0):
         raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit}")
     if objective not in ("rmse", "max_variance"):
@@ -214,21 +241,19 @@ def advise(
             raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
     if restarts > MAX_RESTARTS:
         raise ValueError(f"restarts must be at most {MAX_RESTARTS} (each is a full HDMM optimization), got {restarts}")
-    budget, conversions = as_budget(budget)
-    workload = QueryWorkload.of(domain, workload, weights)
-    noises = _noises(noise, budget)
-    conversions += _conversion_notes(budget, noises)
-    deadline = start + time_limit
-    rows: list[Row] = []
-    svd_bounds: dict[str, float] = {}
-    plan = candidates(workload, noises, max_cells)
-    runnable = [c for c, reason in plan if not reason]
-    rows += [Row(c.name, c.family, c.noise, "skipped", reason) for c, reason in plan if reason]
+
+
+def _run(runnable: list[Candidate], workload: QueryWorkload, budget: PureDP | ZCDP, noises: tuple[Noise, ...],
+         deadline: float, settings: tuple[int, int, int], progress) -> tuple[dict[Candidate, Row], dict[str, float]]:
+    """Every selector, then the SVD bounds, then the max variances, in one worker within the deadline: the rows
+    of the selectors that ran (or why not), and the bounds as RMSE at the budget."""
+    seed, restarts, max_cells = settings
     jobs = [(c, evaluate, (c, seed, restarts)) for c in runnable]
     if workload.cells <= max_cells and workload.matrix is not None:  # a bound, not a choice (never embed a
         # workload too large to measure: 166,751 marginals on 100 attributes take 28 s and 420 MB pickled)
         jobs += [(kind, svd_bound, (kind,)) for kind in noises]
     found: dict[Candidate, Row] = {}
+    svd_bounds: dict[str, float] = {}
     with Worker(default_memory_limit(), preload=(__name__,), setup=(hold, (workload,))) as worker:
         k = 0
         while k < len(jobs):
@@ -245,19 +270,7 @@ def advise(
             elif function is max_variance and outcome.status == "ok" and outcome.value is not None:
                 found[job].max_variance = outcome.value * unit_scale(found[job].budget)
             k += 1
-    rows += list(found.values())
-    settings = {"scale": scale, "shape": shape, "max_cells": max_cells, "seed": seed, "restarts": restarts,
-                "noise": noise}
-    notes = []
-    if scale is not None:
-        notes += _evidence_rows(rows, workload, budget, scale, shape)
-    elif len(workload.domain) <= 2:
-        notes.append("give the table's public number of records (scale) to compare data-dependent plans "
-                     "(DAWA, AHP, MWEM, ...) from the DPBench replay's measured errors")
-    rows = _ranked(rows, objective)
-    pick = _pick(rows, objective)
-    return Advice(workload, budget, objective, rows, pick, svd_bounds, conversions, notes,
-                  time.perf_counter() - start, time_limit, settings)
+    return found, svd_bounds
 
 
 def _noises(noise: Noise | None, budget: PureDP | ZCDP) -> tuple[Noise, ...]:
