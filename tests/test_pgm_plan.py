@@ -139,3 +139,17 @@ def test_run_plots_the_fit_against_iteration(tmp_path, capsys):
     assert main(["run", "HB", "--table", str(table), "--domain", "a=6,b=4,c=3", "--budget", "epsilon=1",
                  "--in-process", "--plot", str(figure)]) == 2
     assert "fits no model" in capsys.readouterr().err
+
+
+def test_the_loss_follows_the_noise_by_default():
+    """Laplace measurements are fitted with the L1 loss unless asked otherwise; Gaussian ones with L2."""
+    from ektelo_ng.kernel.matrix import Identity
+
+    columns = skewed_table(6, rows=300)
+    for budget, measure, kind in ((ek.PureDP(2), ek.measure.laplace, "l1"), (ek.ZCDP(2), ek.measure.gaussian, "l2")):
+        session = ek.protect(columns, DOMAIN, budget, seed=0)
+        measured = [measure(session.source.vectorize(), Identity(72), 1)]  # the full vector of a small domain
+        auto = pgm.fit(DOMAIN, measured, iterations=30)
+        assert auto.history == pgm.fit(DOMAIN, measured, iterations=30, loss=kind).history
+        other = "l2" if kind == "l1" else "l1"
+        assert auto.history != pgm.fit(DOMAIN, measured, iterations=30, loss=other).history
