@@ -104,10 +104,12 @@ def pure_to_zcdp(epsilon: PureDP | Amount) -> Fraction:
 
 
 def epsilon_within_zcdp(rho: ZCDP | Amount, digits: int = 15) -> Fraction:
-    """The largest epsilon (to ``digits`` decimals, never above) whose Laplace charge in a zCDP session,
-    epsilon^2 / 2, fits in ``rho``: what a pure-DP strategy may spend of a zCDP budget."""
+    """The largest epsilon (to ``digits`` decimals and at least ``digits`` significant digits, never above) whose
+    Laplace charge in a zCDP session, epsilon^2 / 2, fits in ``rho``: what a pure-DP strategy may spend of a zCDP
+    budget."""
     r = _budget_amount("rho", rho, ZCDP)
-    scale = 10**digits
+    magnitude = math.floor(math.log10(math.sqrt(2 * float(r))))  # only sets the precision: the root below is exact
+    scale = 10 ** (digits + max(0, -magnitude))
     return Fraction(math.isqrt(2 * r.numerator * scale * scale // r.denominator), scale)
 
 

@@ -607,3 +607,28 @@ def test_structure_first_holds_no_more_than_its_sse_table():
         assert peak < 8 * ((n + 1) ** 2 + buckets * (n + 1) + 6 * 256 * (n + 1)) + 2**20, peak
     finally:
         a.close()
+
+
+@pytest.mark.parametrize("rho", ["1e-20", "3e-17", "0.5", "1e15", "1e20"])
+def test_laplace_in_a_zcdp_session_at_the_largest_fitting_epsilon_never_overspends(remote, rho):
+    """What the Advised plan sends for a Laplace pick under zCDP: epsilon = epsilon_within_zcdp(rho), at the ends of
+    the kernel's amounts. It is charged epsilon^2 / 2 <= rho, quickly; one grid step more is refused, charging
+    nothing."""
+    from ektelo_ng.operators.privacy import epsilon_within_zcdp
+
+    total = ZCDP(rho).rho
+    epsilon = epsilon_within_zcdp(total)
+    a = analyst([5, 3], budget=ZCDP(rho), remote=remote)
+    try:
+        x = a.vector()
+        start = time.perf_counter()
+        larger = str(epsilon * (1 + Fraction(1, 10**12)))
+        over = a.send({"op": "laplace", "source": x, "matrix": identity(2), "epsilon": larger})
+        assert over["kind"] == "error" and Fraction(a.spent()["rho"]) == 0
+        reply = a.send({"op": "laplace", "source": x, "matrix": identity(2), "epsilon": str(epsilon)})
+        assert time.perf_counter() - start < 1.0
+        assert reply["kind"] != "error", reply
+        # the kernel reads epsilon down onto its amount grid, then charges epsilon^2 / 2 rounded up
+        assert epsilon**2 / 2 * (1 - Fraction(1, 10**12)) <= Fraction(a.spent()["rho"]) <= total
+    finally:
+        a.close()

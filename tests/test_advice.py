@@ -25,12 +25,13 @@ from ektelo_ng.plans import catalog
 
 # ---- budgets ---------------------------------------------------------------------------------------
 @settings(max_examples=200, deadline=None)
-@given(st.fractions(min_value=Fraction(1, 10**12), max_value=Fraction(10**6)))
+@given(st.fractions(min_value=Fraction(1, 10**20), max_value=Fraction(10**20)))
 def test_epsilon_within_zcdp_is_the_largest_fitting_epsilon(rho):
     eps = epsilon_within_zcdp(ek.ZCDP(rho).rho)
     rho = ek.ZCDP(rho).rho
     assert eps * eps / 2 <= rho
-    assert (eps + Fraction(1, 10**15)) ** 2 / 2 > rho
+    assert (eps + Fraction(1, 10**15)) ** 2 / 2 > rho  # 15 decimals
+    assert (eps * (1 + Fraction(1, 10**14))) ** 2 / 2 > rho  # and 15 significant digits, for the smallest budgets
 
 
 def test_a_laplace_strategy_spends_exactly_within_a_zcdp_session():
