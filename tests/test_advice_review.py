@@ -114,6 +114,8 @@ TAMPERED = {
                                                       "plan": "DAWA", "scale": -5}),
     "no scale": lambda d: d.__setitem__("pick", {"name": "X", "noise": "laplace", "rmse": 1.0, "plan": "DAWA"}),
     "bad budget": lambda d: d.__setitem__("budget", {"kind": "zcdp", "value": "abc"}),
+    "zero budget": lambda d: d.__setitem__("budget", {"kind": "zcdp", "rho": "0"}),
+    "budget of another kind's field": lambda d: d.__setitem__("budget", {"kind": "pure", "rho": "1"}),
     "no budget": lambda d: d.pop("budget"),
     "no workload": lambda d: d.pop("workload"),
     "unknown matrix kind": lambda d: d["workload"].__setitem__("matrix", {"kind": "nope"}),

@@ -23,10 +23,12 @@ from typing import Literal
 from ...kernel.privacy import PureDP, ZCDP
 from ..domains import DomainLike
 from ..privacy import noise_budget, zcdp_for_approx_dp
-from ..selection.linear import unit_scale
+from ..selection.linear import as_budget as as_pure_or_zcdp, unit_scale
 from ..selection.strategy import Noise, Strategy
 from . import evidence
-from .candidates import MAX_RESTARTS, Candidate, Cost, Evaluation, candidates, evaluate, hold, max_variance, svd_bound
+from .candidates import (
+    MAX_RESTARTS, Candidate, Cost, Evaluation, candidates, evaluate, hold, max_variance, svd_bound, whole_number,
+)
 from .deadline import Worker, default_memory_limit
 from .workload import QueryWorkload, WorkloadLike
 
@@ -166,7 +168,7 @@ def as_budget(budget: BudgetLike) -> tuple[PureDP | ZCDP, list[str]]:
         rho = zcdp_for_approx_dp(epsilon, delta)
         return rho, [f"(epsilon, delta) = ({epsilon:g}, {delta:g}) is read as rho = {float(rho.rho):.6g}: the largest "
                      "rho whose zCDP implies it (operators.privacy.zcdp_for_approx_dp), as the kernel accounts it"]
-    return PureDP(budget), []
+    return as_pure_or_zcdp(budget), []
 
 
 def advise(
@@ -237,7 +239,7 @@ def _check_settings(time_limit, objective, scale, shape, max_cells, seed, restar
     if shape is not None and shape not in evidence.shape_labels():
         raise ValueError(f"unknown shape label {shape!r}; the labels are {', '.join(evidence.shape_labels())}")
     for name, value, least in (("max_cells", max_cells, 0), ("seed", seed, 0), ("restarts", restarts, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        if not whole_number(value, least):
             raise ValueError(f"{name} must be a whole number >= {least}, got {value!r}")
     if restarts > MAX_RESTARTS:
         raise ValueError(f"restarts must be at most {MAX_RESTARTS} (each is a full HDMM optimization), got {restarts}")

@@ -167,6 +167,11 @@ def select(candidate: Candidate, workload: QueryWorkload, *, seed: int = 0, rest
 
 #: Most random starts per HDMM template an advice (or a saved one, rebuilt without a time limit) may ask for.
 MAX_RESTARTS = 100
+def whole_number(value, least: int) -> bool:
+    """A Python int (not a bool) of at least ``least``: what seeds, restarts and cell limits must be."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
 #: What the worker process holds between jobs: the workload (sent once per worker) and the strategies selected.
 _HELD: dict = {}
 

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
-from ...kernel.privacy import PureDP, ZCDP
+from ...kernel.privacy import Budget, PureDP, ZCDP
 from ..domains import DomainLike, as_domain
 from ..selection.linear import unit_scale
 from ..selection.strategy import Strategy
 from . import evidence
-from .candidates import FAMILIES, MAX_RESTARTS, Candidate, select
+from .candidates import FAMILIES, MAX_RESTARTS, Candidate, select, whole_number
 from .workload import QueryWorkload
 
 FORMAT = "ektelo-ng advice"
@@ -48,15 +48,12 @@ class Saved:
     scale: float | None = None
 
 
-def _budget_dict(budget: PureDP | ZCDP) -> dict:
-    return {"kind": "pure" if isinstance(budget, PureDP) else "zcdp", "value": str(budget.value)}
-
-
 def _budget_of(data: dict) -> PureDP | ZCDP:
-    kinds = {"pure": PureDP, "zcdp": ZCDP}
-    if data["kind"] not in kinds:
-        raise ValueError(f"budget kind {data['kind']!r} is not pure or zcdp")
-    return kinds[data["kind"]](data["value"])
+    """The advised budget as the kernel's own model reads it; a zero (nothing to advise for) is refused."""
+    budget = TypeAdapter(Budget).validate_python(data)
+    if budget.value <= 0:
+        raise ValueError(f"the advised budget must be positive, got {budget.value}")
+    return budget
 
 
 def save(advice, path: str | Path) -> None:
@@ -72,7 +69,7 @@ def save(advice, path: str | Path) -> None:
         pick |= {"family": c.family, "option": c.option, "seed": advice.settings["seed"],
                  "restarts": advice.settings["restarts"],
                  "unit_error": row.rmse**2 * advice.workload.num_queries / unit_scale(row.budget)}
-    document = {"format": FORMAT, "version": VERSION, "pick": pick, "budget": _budget_dict(advice.budget),
+    document = {"format": FORMAT, "version": VERSION, "pick": pick, "budget": advice.budget.model_dump(mode="json"),
                 "workload": advice.workload.to_dict(), "advice": advice.to_dict()}
     Path(path).write_text(json.dumps(document, indent=1))
 
@@ -138,7 +135,8 @@ def _problem(pick: dict) -> str:
     if pick.get("option") not in options or pick.get("noise") not in noises:
         return (f"no selector family {pick.get('family')!r} with option {pick.get('option')!r} and noise "
                 f"{pick.get('noise')!r}")
-    if not (_whole(pick.get("seed"), 0) and _whole(pick.get("restarts"), 1) and _at_least(pick.get("unit_error"), 0)):
+    if not (whole_number(pick.get("seed"), 0) and whole_number(pick.get("restarts"), 1)
+            and _at_least(pick.get("unit_error"), 0)):
         return "seed, restarts and unit_error must be whole numbers >= 0 and >= 1, and a number >= 0"
     if pick["restarts"] > MAX_RESTARTS:  # it is rebuilt without a time limit
         return f"restarts must be at most {MAX_RESTARTS}, got {pick['restarts']}"
@@ -147,10 +145,6 @@ def _problem(pick: dict) -> str:
 
 def _at_least(value, least: float) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= least
-
-
-def _whole(value, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 def _invalid(path: str, error: Exception) -> ValueError:
