@@ -82,9 +82,12 @@ def pieces(measurement: Measurement | tuple, sizes: Sequence[int], max_cells: in
 def _split(clique: Clique, matrix, answers: np.ndarray, std: np.ndarray, sizes: Sequence[int]):
     weight, base = (matrix.weight, matrix.base) if isinstance(matrix, Weighted) else (1.0, matrix)
     if isinstance(base, VStack):
-        for block, start, stop in zip(base.blocks, base._offsets[:-1], base._offsets[1:]):
-            block = block if weight == 1.0 else Weighted(block, weight)
-            yield from _split(clique, block, answers[start:stop], std[start:stop], sizes)
+        start = 0
+        for block in base.blocks:
+            stop = start + block.shape[0]
+            yield from _split(clique, block if weight == 1.0 else Weighted(block, weight), answers[start:stop],
+                              std[start:stop], sizes)
+            start = stop
         return
     if isinstance(base, Kronecker) and len(base.factors) == len(clique):
         summed = [isinstance(f, Ones) and f.shape[0] == 1 for f in base.factors]
