@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from ..kernel.privacy import ZCDP
-from ..operators import measure, pgm
+from ..operators import pgm
 from ..operators.client import Handle
 from ..operators.matrices import Marginals
 from ..operators.selection.residual_hosts import DEFAULT_HOST_CELLS
-from ..operators.selection.residual_planner import residual_planner as select
-from .residual_planner import subsets_and_weights
+from .residual_planner import measured
 
 
 def residual_planner_pgm(source: Handle, workload: Marginals | Iterable, budget: ZCDP, *,
@@ -32,10 +31,7 @@ def residual_planner_pgm(source: Handle, workload: Marginals | Iterable, budget:
     ``method``, ``callback``: the fit's (``operators.pgm.fit``). Returns the model: ``marginal(A)``,
     ``answer(items)``, ``synthetic(n_rows, seed)``, ``history`` (the fit's loss per iteration).
     """
-    measure.require_table_and_zcdp(source, budget, "ResidualPlanner+PGM")
-    subsets, weights = subsets_and_weights(workload, None)
-    strategy = select(source.domain, subsets, loss=loss, weights=weights)
-    measurements = strategy.measure(source, budget, max_host_cells=max_host_cells)
+    _, measurements = measured(source, workload, budget, loss, None, max_host_cells, "ResidualPlanner+PGM")
     model = pgm.fit(source.domain, measurements, method=method, iterations=iterations, callback=callback)
     model.note = (f"a graphical model fitted to {len(measurements)} ResidualPlanner measurements "
                   f"({type(model).__name__}): consistent and non-negative, no error bars (post-processing)")

@@ -29,13 +29,21 @@ def residual_planner(source: Handle, workload: Marginals | Iterable, budget: ZCD
     marginal). Returns a :class:`ResidualPlannerEstimate`: every marginal of the closure with its
     variance, ``answer`` / ``intervals`` over the workload.
     """
-    measure.require_table_and_zcdp(source, budget, "ResidualPlanner")
-    subsets, weights = subsets_and_weights(workload, weights)
+    strategy, measurements = measured(source, workload, budget, loss, weights, max_host_cells, "ResidualPlanner")
+    return strategy.reconstruct(measurements)
+
+
+def measured(source: Handle, workload: Marginals | Iterable, budget: ZCDP, loss: str, weights, max_host_cells: int,
+             who: str) -> tuple:
+    """ResidualPlanner's strategy for the workload's marginals and its measurements of ``source`` with all of
+    ``budget`` (``who``: the plan named in a refusal)."""
+    measure.require_table_and_zcdp(source, budget, who)
+    subsets, weights = _subsets_and_weights(workload, weights)
     strategy = select(source.domain, subsets, loss=loss, weights=weights, budget=budget)
-    return strategy.reconstruct(strategy.measure(source, budget, max_host_cells=max_host_cells))
+    return strategy, strategy.measure(source, budget, max_host_cells=max_host_cells)
 
 
-def subsets_and_weights(marginals: Marginals | Iterable, weights) -> tuple[list, object]:
+def _subsets_and_weights(marginals: Marginals | Iterable, weights) -> tuple[list, object]:
     """Attribute subsets of the workload; a weighted Marginals matrix's row weight w counts as w^2 on variance."""
     if marginals is None or (isinstance(marginals, Matrix) and not isinstance(marginals, Marginals)):
         raise ValueError("a marginal plan needs its marginals: attribute sets or a Marginals matrix "
