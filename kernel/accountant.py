@@ -1,11 +1,7 @@
-"""The privacy accountant: ektelo's Algorithm 2 in exact arithmetic, for pure DP or zCDP (docs/privacy/accountant.md).
-
-A charge of ``cost`` at source s adds to its spend B(s) and walks up the lineage: the root refuses if
-B + cost > total; a partition node's spend is the max over its parts (parallel composition); otherwise the
-parent is asked for c * cost (pure DP) or c^2 * cost (zCDP) for the derivation's stability c. Charges are
-rounded up onto the kind's grid and over MAX_AMOUNT at any source refused (docs/privacy/numbers.md). The
-path is planned first and applied only if the root accepts: a refusal changes nothing and depends only on
-public state. An optional ledger makes each root increment durable before its answer is released.
+"""The privacy accountant: ektelo's Algorithm 2 in exact arithmetic, for pure DP or zCDP. A charge adds to its
+source's spend and walks up the lineage, scaled by each derivation's stability (c eps, or c^2 rho), a partition
+node spending the max over its parts; rounded up onto the grid, planned first and applied only if the root
+accepts, durable in the ledger before its answer leaves (docs/privacy/accountant.md, numbers.md).
 """
 
 from __future__ import annotations

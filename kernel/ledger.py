@@ -1,10 +1,6 @@
-"""A table's durable budget in SQLite: its total, each analyst's share of it, and every charge.
-
-Shares compose sequentially: an analyst is added only if every active share, what revoked analysts spent and
-the new share fit in the total together, so the table's loss stays within its total whatever analysts do. A
-charge re-reads its analyst's row in a write-locked transaction and is committed before its answer leaves the
-kernel: kernels sharing a file cannot overspend together, a revocation stops the very next charge, and a
-restart never refunds (docs/privacy/accountant.md).
+"""A table's durable budget in SQLite: its total, each analyst's share of it, and every charge. Shares compose
+sequentially; a charge is committed in a write-locked transaction before its answer leaves the kernel, so
+kernels sharing a file cannot overspend together and a restart never refunds (docs/privacy/accountant.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The vetted measurement mechanisms: vector Laplace and Gaussian, the exponential mechanism, DAWA's noisy
-dyadic deviations, PHP's split points, EFPA's number of Fourier coefficients, StructureFirst's boundaries.
-
-Each is two-phase: ``prepare_*`` derives the noise scale, release grid and charge from the operator's own
-parameters and draws nothing; the service charges, and only then ``release`` draws noise. Answers are
-rounded to a power-of-two grid and exact integer noise codes added (no floating-point attack); the rounding
-slack, about 2^-20 of the scale, is charged (docs/privacy/laplace.md, arithmetic.md, noise.md).
+dyadic deviations, PHP's split points, EFPA's number of Fourier coefficients, StructureFirst's boundaries,
+PrivBayes's network steps. ``prepare_*`` derives scale, grid and charge from the operator's own parameters; the
+service charges; only then ``release`` draws exact integer noise codes onto a power-of-two grid whose rounding
+slack is charged (docs/privacy/laplace.md, arithmetic.md, noise.md).
 """
 
 from __future__ import annotations
@@ -19,9 +17,7 @@ import numpy as np
 
 from .matrix import Fourier, HStack, Kronecker, Matrix, Product, Transpose, VStack, Weighted
 from .matrix.rounding import EXACT, LIMIT, UNIT, Evaluation, evaluation, gamma, leaf_entries
-from .noise import (
-    NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, grid_step, supported_scale,
-)
+from .noise import NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, grid_step, supported_scale
 from .privacy import PureDP, ZCDP
 
 Unit = type[PureDP] | type[ZCDP]
@@ -254,6 +250,20 @@ def structure_first_boundaries(
     return boundaries[::-1]
 
 
+def dependence_score(counts: np.ndarray, child: int) -> float:
+    """PrivBayes's score of a child (axis) given its parents, sum |c(x, pi) - c(x) c(pi) / n|: exact integers (int64
+    below 2^63 for n < 2^31, Python's beyond), then one rounding (docs/privacy/privbayes.md)."""
+    c = np.moveaxis(counts, child, 0).reshape(counts.shape[child], -1)
+    n = int(c.sum())
+    c = c.astype(np.int64 if n < 2**31 else object)
+    return int(np.abs(n * c - np.outer(c.sum(1), c.sum(0))).sum()) / n if n else 0.0
+
+
+def dependence_sensitivity(size: float) -> float:
+    """4, plus twice the rounding of a score <= 2 size (docs/privacy/privbayes.md)."""
+    return 4 + 2.0**-51 * size
+
+
 def prepare_dyadic_deviations(n: int, size: float, epsilon: Fraction, unit: Unit) -> Prepared:
     """Laplace noise for :func:`dyadic_deviations` of an n-cell vector (n >= 2) of at most ``size`` records: L1
     sensitivity sum_{k=1..K} 2 (1 - 2^-k) (one block per level holds a cell, each moving <= 2 (1 - 1/L)), plus
@@ -284,17 +294,15 @@ def prepare_gaussian(M: Matrix | MatrixFacts, rho: Fraction | None, sigma: float
     return Prepared("gaussian", sigma, grid, cost)
 
 
-def prepare_exponential(W: Matrix, estimate: np.ndarray, size: float, epsilon: Fraction, unit: Unit
-                        ) -> tuple[float, Fraction]:
+def prepare_exponential(W: Matrix, estimate: np.ndarray, size: float, epsilon: Fraction) -> float:
     """Sensitivity of the float scores |W x - W x_hat|: max |w_ij| plus twice a score's rounding (W's error on
-    an entry of x - x_hat, and max |w_ij| times the subtraction's); the charge, eps or eps^2/8 under zCDP
-    (docs/privacy/exponential-mechanism.md)."""
+    an entry of x - x_hat, and max |w_ij| times the subtraction's), checked (docs/privacy/exponential-mechanism.md)."""
     W = MatrixFacts.of(W)
     reach = (size + float(np.abs(estimate).sum())) * (1 + gamma(estimate.size + 2))
     _, bounds = W.released("l1", reach, integral=False)
     largest = max_abs_entry(W)
     sensitivity = largest + 2 * (bounds.entry_error + UNIT * largest * reach)
-    return selectable(epsilon, sensitivity), exponential_cost(epsilon, unit)
+    return selectable(epsilon, sensitivity)
 
 
 def exponential_cost(epsilon: Fraction, unit: Unit) -> Fraction:

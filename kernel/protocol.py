@@ -202,6 +202,16 @@ class StructureFirst(_OnSource):
     epsilon: Epsilon
 
 
+class PrivBayesSelect(_OnSource):
+    """PrivBayes's network step: one (child, parents) candidate of a table by the exponential mechanism on its
+    counts' distance from independence, sum |c(x, pi) - c(x) c(pi) / n| (docs/privacy/privbayes.md)."""
+
+    op: Literal["privbayes_select"] = "privbayes_select"
+    candidates: list[tuple[str, Annotated[list[str], Field(max_length=1 << 10)]]] = Field(
+        min_length=1, max_length=1 << 12, fail_fast=True)
+    epsilon: Epsilon
+
+
 class BudgetStatus(_Message):
     op: Literal["budget"] = "budget"
 
@@ -218,7 +228,7 @@ Request = Annotated[
     Union[
         Root, Describe, Where, Project, Vectorize, VectorizeMany, Transform, ReduceByPartition, SplitByPartition,
         Release, Laplace, Gaussian, GaussianBatch, NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect,
-        StructureFirst, BudgetStatus, LineageGraph, TranscriptLog,
+        StructureFirst, PrivBayesSelect, BudgetStatus, LineageGraph, TranscriptLog,
     ],
     Field(discriminator="op"),
 ]

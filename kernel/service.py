@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, get_args
 
 import networkx as nx
 import numpy as np
@@ -30,9 +30,10 @@ from .matrix import Matrix, Ones, Total, from_spec
 from .matrix.rounding import EXACT
 from .matrix.threads import single_threaded_blas
 from .mechanisms import (
-    MatrixFacts, Prepared, bucket_costs, dyadic_deviations, exponential_cost, fourier_sensitivity, fourier_tail_norms,
-    prepare_dyadic_deviations, prepare_exponential, prepare_gaussian, prepare_laplace, release_many, select_worst,
-    selectable, split_scores, split_sensitivity, structure_first_boundaries, structure_first_sensitivity,
+    MatrixFacts, Prepared, bucket_costs, dependence_score, dependence_sensitivity, dyadic_deviations, exponential_cost,
+    fourier_sensitivity, fourier_tail_norms, prepare_dyadic_deviations, prepare_exponential, prepare_gaussian,
+    prepare_laplace, release_many, select_worst, selectable, split_scores, split_sensitivity,
+    structure_first_boundaries, structure_first_sensitivity,
 )
 from .noise import NoiseSource
 from .predicate import NODES, And, Predicate, validate_predicate
@@ -244,8 +245,13 @@ class Kernel:
         return self._info(self._vectorized(request.source, table))
 
     def _op_vectorize_many(self, request: p.VectorizeMany) -> p.Sources:
-        table = self._get(request.source, _Table)
-        tables = [self._projected(table, attributes) for attributes in request.attributes]  # all valid, or none made
+        tables = self._marginals(self._get(request.source, _Table), request.attributes)
+        return p.Sources(sources=[self._info(self._vectorized(request.source, t)) for t in tables])
+
+    def _marginals(self, table: _Table, attributes: list[list[str]]) -> list[_Table]:
+        """Projections of ``table`` for several histograms, all valid or none; refused before any row is read if
+        they would scan a filtered table too often, or build or hold too many cells."""
+        tables = [self._projected(table, names) for names in attributes]
         passes = len(tables) * (table.predicate and validate_predicate(table.predicate, table.backend.domain) or 0)
         if passes > 16 * NODES:
             raise ValueError(f"{len(tables)} histograms of this filtered table would scan its rows {passes} times (at "
@@ -253,7 +259,7 @@ class Kernel:
         for t in tables:
             self._limits.cells("a histogram", t.domain.size)
         self._limits.hold(self._held(), 8 * sum(t.domain.size for t in tables))
-        return p.Sources(sources=[self._info(self._vectorized(request.source, t)) for t in tables])
+        return tables
 
     def _vectorized(self, parent: str, table: _Table) -> str:
         counts = np.asarray(table.backend.histogram(table.attributes, table.predicate), dtype=np.int64).ravel()
@@ -361,14 +367,9 @@ class Kernel:
         estimate = request.estimate.array()
         if estimate.shape != vector.values.shape or not np.all(np.isfinite(estimate)):
             raise ValueError(f"the estimate must be {vector.values.size} finite numbers, got shape {estimate.shape}")
-        sensitivity, cost = prepare_exponential(W, estimate, vector.bound, request.epsilon, self._accountant.kind)
+        sensitivity = prepare_exponential(W, estimate, vector.bound, request.epsilon)
         scores = np.abs(W.matrix @ (vector.values - estimate))
-
-        def release() -> p.Selected:
-            index = select_worst(self._noise, scores, request.epsilon, sensitivity)
-            return p.Selected(index=index, charge=self._accountant.as_budget(cost), seeded=self._seeded)
-
-        return _Measurement([(request.source, cost)], release)
+        return self._selection(request, lambda: select_worst(self._noise, scores, request.epsilon, sensitivity))
 
     def _op_dyadic_deviations(self, request: p.DyadicDeviations) -> _Measurement:
         vector = self._get(request.source, _Vector)
@@ -388,18 +389,13 @@ class Kernel:
                 )
             previous_stop = stop
         self._limits.steps("PHP's split scores", sum(2 * (stop - start) ** 2 for start, stop in request.intervals))
-        cost = exponential_cost(request.epsilon, self._accountant.kind)  # disjoint intervals: parallel composition
         values = vector.values.astype(np.float64)
         scores = [(split_scores(values[start:stop]),
                    selectable(request.epsilon, split_sensitivity(stop - start, vector.bound)))
                   for start, stop in request.intervals]
-
-        def release() -> p.Splits:
-            indices = [start + 1 + select_worst(self._noise, s, request.epsilon, sensitivity)
-                       for (start, _), (s, sensitivity) in zip(request.intervals, scores)]
-            return p.Splits(indices=indices, charge=self._accountant.as_budget(cost), seeded=self._seeded)
-
-        return _Measurement([(request.source, cost)], release)
+        return self._selection(request, lambda: [  # disjoint intervals: parallel composition, one charge of eps
+            start + 1 + select_worst(self._noise, s, request.epsilon, sensitivity)
+            for (start, _), (s, sensitivity) in zip(request.intervals, scores)])
 
     def _op_fourier_select(self, request: p.FourierSelect) -> _Measurement:
         vector = self._get(request.source, _Vector)
@@ -410,14 +406,8 @@ class Kernel:
         if np.abs(offsets).max(initial=0.0) >= 2.0**500:
             raise ValueError("offsets must be below 2^500 in magnitude")
         sensitivity = selectable(request.epsilon, fourier_sensitivity(n, vector.bound, offsets))
-        cost = exponential_cost(request.epsilon, self._accountant.kind)
         scores = -(fourier_tail_norms(vector.values.astype(np.float64)) + offsets)
-
-        def release() -> p.Selected:
-            k = 1 + select_worst(self._noise, scores, request.epsilon, sensitivity)
-            return p.Selected(index=k, charge=self._accountant.as_budget(cost), seeded=self._seeded)
-
-        return _Measurement([(request.source, cost)], release)
+        return self._selection(request, lambda: 1 + select_worst(self._noise, scores, request.epsilon, sensitivity))
 
     def _op_structure_first(self, request: p.StructureFirst) -> _Measurement:
         vector = self._get(request.source, _Vector)
@@ -428,14 +418,30 @@ class Kernel:
             )
         n = vector.values.size  # each level of bucket_costs adds and compares about (n + 1)(n + 257) / 2 pairs
         self._limits.steps("StructureFirst's dynamic program", (n + 1) * (n + 257) * request.buckets // 2)
-        cost = exponential_cost(request.epsilon, self._accountant.kind)  # buckets - 1 draws at eps / (buckets - 1)
         sensitivity = selectable(request.epsilon / (request.buckets - 1), structure_first_sensitivity(
             vector.values.size, request.bound, request.buckets, vector.bound))
         costs = bucket_costs(np.clip(vector.values.astype(np.float64), 0.0, request.bound), request.buckets - 1)
+        return self._selection(request, lambda: structure_first_boundaries(  # buckets - 1 draws, one charge of eps
+            self._noise, costs, request.buckets, request.epsilon, sensitivity))
 
-        def release() -> p.Splits:
-            indices = structure_first_boundaries(self._noise, costs, request.buckets, request.epsilon, sensitivity)
-            return p.Splits(indices=indices, charge=self._accountant.as_budget(cost), seeded=self._seeded)
+    def _op_privbayes_select(self, request: p.PrivBayesSelect) -> _Measurement:
+        table = self._get(request.source, _Table)
+        tables = self._marginals(table, [[child, *parents] for child, parents in request.candidates])
+        sensitivity = selectable(request.epsilon, dependence_sensitivity(self._max_rows))
+        children = table.backend.domain.indices([child for child, _ in request.candidates])
+        scores = np.array([dependence_score(t.backend.histogram(t.attributes, t.predicate), t.attributes.index(c))
+                           for t, c in zip(tables, children)])
+        return self._selection(request, lambda: select_worst(self._noise, scores, request.epsilon, sensitivity))
+
+    def _selection(self, request, pick: Callable[[], int | list[int]]) -> _Measurement:
+        """An exponential-mechanism request charged eps (eps^2/8 under zCDP); ``pick`` draws its choice."""
+        cost = exponential_cost(request.epsilon, self._accountant.kind)
+
+        def release() -> p.Selected | p.Splits:
+            choice, charge = pick(), self._accountant.as_budget(cost)
+            if isinstance(choice, list):
+                return p.Splits(indices=choice, charge=charge, seeded=self._seeded)
+            return p.Selected(index=choice, charge=charge, seeded=self._seeded)
 
         return _Measurement([(request.source, cost)], release)
 
@@ -506,17 +512,8 @@ class _Measurement:
 
 
 _OPERATIONS: dict[type, Callable[[Kernel, Any], Any]] = {
-    p.Root: Kernel._op_root, p.Describe: Kernel._op_describe, p.Where: Kernel._op_where,
-    p.Project: Kernel._op_project, p.Vectorize: Kernel._op_vectorize, p.VectorizeMany: Kernel._op_vectorize_many,
-    p.Transform: Kernel._op_transform, p.ReduceByPartition: Kernel._op_reduce_by_partition,
-    p.SplitByPartition: Kernel._op_split_by_partition, p.Release: Kernel._op_release,
-    p.Laplace: Kernel._op_laplace, p.Gaussian: Kernel._op_gaussian, p.GaussianBatch: Kernel._op_gaussian_batch,
-    p.NoisyCount: Kernel._op_noisy_count, p.WorstApprox: Kernel._op_worst_approx,
-    p.DyadicDeviations: Kernel._op_dyadic_deviations, p.SplitPoints: Kernel._op_split_points,
-    p.FourierSelect: Kernel._op_fourier_select, p.StructureFirst: Kernel._op_structure_first,
-    p.BudgetStatus: Kernel._op_budget, p.LineageGraph: Kernel._op_lineage, p.TranscriptLog: Kernel._op_transcript,
-}
-"""Every request type and the one method that answers it."""
+    kind: getattr(Kernel, "_op_" + kind.model_fields["op"].default) for kind in get_args(get_args(p.Request)[0])}
+"""Every request type and the one method that answers it: ``_op_`` and its op name."""
 
 
 _PRODUCT_ENTRIES = 1 << 17

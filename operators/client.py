@@ -311,6 +311,13 @@ class Handle:
         message = p.StructureFirst(source=self.id, buckets=buckets, bound=bound, epsilon=epsilon)
         return self._session.request(message).indices
 
+    def privbayes_select(self, candidates: Sequence[tuple[str, Sequence[str]]], epsilon: float | Fraction | str) -> int:
+        """PrivBayes's private network step on this table: the index of one ``(child, parents)`` candidate, chosen
+        by the exponential mechanism favouring children that depend most on their parents (the L1 distance of
+        their counts from independence; docs/privacy/privbayes.md)."""
+        message = p.PrivBayesSelect(source=self.id, candidates=[(c, list(ps)) for c, ps in candidates], epsilon=epsilon)
+        return self._session.request(message).index
+
     def dyadic_deviations(self, epsilon: float | Fraction | str) -> NoisyAnswer:
         """DAWA's noisy bucket costs: the deviation of every aligned dyadic block (kernel docs/privacy/dawa.md)."""
         return _answer(self._session.request(p.DyadicDeviations(source=self.id, epsilon=epsilon)))

@@ -632,3 +632,84 @@ def test_laplace_in_a_zcdp_session_at_the_largest_fitting_epsilon_never_overspen
         assert epsilon**2 / 2 * (1 - Fraction(1, 10**12)) <= Fraction(a.spent()["rho"]) <= total
     finally:
         a.close()
+
+
+# ---- PrivBayes's network step (docs/privacy/privbayes.md) ------------------------------------
+
+
+class _CountsTable(TableBackend):
+    """A table given by its full histogram over ``sizes`` (huge counts without building rows)."""
+
+    def __init__(self, counts):
+        self.counts = np.asarray(counts, dtype=np.int64)
+
+    @property
+    def domain(self):
+        return Domain.from_sizes(list(self.counts.shape), names=[f"a{i}" for i in range(self.counts.ndim)])
+
+    def histogram(self, attributes, predicate=None):
+        others = tuple(i for i in range(self.counts.ndim) if i not in attributes)
+        return self.counts.sum(axis=others)
+
+
+def test_privbayes_select_refuses_another_analysts_table_and_charges_nothing(remote):
+    owner, intruder = analyst([3, 4], remote=remote), analyst([3, 4], remote=remote)
+    try:
+        reply = intruder.send({"op": "privbayes_select", "source": owner.root(), "candidates": [["a", []]],
+                               "epsilon": "1"})
+        assert reply["error"] == "unknown_source"
+        assert Fraction(owner.spent()["epsilon"]) == Fraction(intruder.spent()["epsilon"]) == 0
+    finally:
+        owner.close()
+        intruder.close()
+
+
+@pytest.mark.parametrize("sizes, candidates, says", [
+    ([10**6, 10**6], [["a0", ["a1"]]], "1000000000000 cells"),  # one joint table over the cell limit
+    ([4096, 4096, 2], [["a0", ["a1"]]] * 4096, "memory limit"),  # 4096 tables of 2^24 cells: 2^39 bytes
+])
+def test_privbayes_candidates_too_large_to_count_are_refused_at_once_charging_nothing(remote, sizes, candidates, says):
+    domain = Domain.from_sizes(sizes, names=[f"a{i}" for i in range(len(sizes))])
+    kernel = Kernel(load_table({name: np.array([1, 0]) for name in domain.names}, domain), PureDP(1))
+    a = Analyst(kernel, remote)
+    try:
+        start = time.perf_counter()
+        reply = a.send({"op": "privbayes_select", "source": a.root(), "candidates": candidates, "epsilon": "1"})
+        assert time.perf_counter() - start < 2.0
+        assert reply["error"] == "invalid_request" and says in reply["message"], reply
+        assert Fraction(a.spent()["epsilon"]) == 0
+    finally:
+        a.close()
+
+
+def test_privbayes_candidates_cannot_make_the_kernel_scan_a_filtered_table_without_end(remote):
+    domain = Domain.from_sizes([4, 4], names=["a", "b"])
+    kernel = Kernel(load_table({"a": np.array([1, 2]), "b": np.array([3, 0])}, domain), PureDP(1))
+    a = Analyst(kernel, remote)
+    try:
+        leaf = {"kind": "compare", "attribute": "a", "op": "<", "value": 3}
+        where = a.send({"op": "where", "source": a.root(), "predicate": {"kind": "or", "terms": [leaf] * 40}})
+        reply = a.send({"op": "privbayes_select", "source": where["source"], "candidates": [["a", ["b"]]] * 26,
+                        "epsilon": "1"})
+        assert reply["error"] == "invalid_request" and "1066 times" in reply["message"]
+        assert Fraction(a.spent()["epsilon"]) == 0
+    finally:
+        a.close()
+
+
+@pytest.mark.parametrize("n", [2**31 - 2, 2**52 - 4])
+def test_privbayes_select_past_int64_products_behaves_alike_on_neighbours(remote, n):
+    """Tables of about 2^31 and 2^52 records, where the score's integers leave int64 on one neighbour and not
+    the other (or reach the kernel's largest bound): both are answered, with the same charge."""
+    outcomes = []
+    for extra in (0, 1, 2):
+        counts = np.array([[n // 2, 0], [0, n - n // 2 + extra]], dtype=np.int64)
+        kernel = Kernel(_CountsTable(counts), PureDP(1), max_rows=2**52 - 1 if n > 2**32 else 2**32, seed=1)
+        a = Analyst(kernel, remote)
+        try:
+            reply = a.send({"op": "privbayes_select", "source": a.root(), "epsilon": "1/2",
+                            "candidates": [["a0", ["a1"]], ["a1", []]]})
+            outcomes.append((reply["kind"], a.spent()["epsilon"]))
+        finally:
+            a.close()
+    assert outcomes == [("selected", "1/2")] * 3, outcomes

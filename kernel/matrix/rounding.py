@@ -1,15 +1,7 @@
 """What floating point does to ``M @ x``: proven bounds on the values and rounding errors of the kernel's own
-evaluation of every matrix class, for any input with ``||x||_1 <= size`` (docs/privacy/arithmetic.md).
-
-The kernel evaluates matrices in float64 with each class's own algorithm (cumulative sums, BLAS, FFT,
-Kronecker stages). ``evaluation(M, size, integral)`` returns, for every input x with L1 norm at most
-``size`` (integer-valued when ``integral``): a bound ``size`` on ||M x||_1 of the exact result, a bound
-``peak`` on every intermediate value's magnitude, and a bound ``error`` on ||fl(M x) - M x||_1. The
-computation is *exact* (error 0) when every leaf has integer entries, the input is integral and every
-intermediate is an integer below 2^53. Bounds follow Higham, *Accuracy and Stability of Numerical
-Algorithms* (2002): a sum of k products has error at most gamma_k = k u / (1 - k u) times the sum of the
-magnitudes of its terms (any order, so any BLAS); an FFT is assumed to meet the standard O(log n) bound
-(Higham thm 24.2), with a factor of 16 to spare. Underflow adds at most 2^-1074 per operation.
+evaluation of every matrix class, for any input with ``||x||_1 <= size``. ``evaluation(M, size, integral)`` bounds
+||M x||_1, every intermediate's magnitude and ||fl(M x) - M x||_1, and says when the result is exact (integer
+leaves and input, intermediates below 2^53). The argument, after Higham (2002): docs/privacy/arithmetic.md.
 """
 
 from __future__ import annotations
