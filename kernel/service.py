@@ -428,7 +428,7 @@ class Kernel:
         table = self._get(request.source, _Table)
         tables = self._marginals(table, [[child, *parents] for child, parents in request.candidates])
         sensitivity = selectable(request.epsilon, dependence_sensitivity(self._max_rows))
-        children = table.backend.domain.indices([child for child, _ in request.candidates])
+        children = [table.backend.domain.index(child) for child, _ in request.candidates]
         scores = np.array([dependence_score(t.backend.histogram(t.attributes, t.predicate), t.attributes.index(c))
                            for t, c in zip(tables, children)])
         return self._selection(request, lambda: select_worst(self._noise, scores, request.epsilon, sensitivity))

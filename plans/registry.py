@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import (
-    advised, ahp, dawa, dpcube, efpa, grids, hdmm, mwem, pgm, php, query_smasher, residual_planner, static, striped, structure_first,
+    advised, ahp, dawa, dpcube, efpa, grids, hdmm, mwem, pgm, php, privbayes, query_smasher, residual_planner, static, striped,
+    structure_first,
 )
 
 
@@ -139,6 +140,16 @@ info: dict[str, PlanInfo] = {
     "ResidualPlanner+PGM": PlanInfo(
         pgm.residual_planner_pgm, (), False, defaults={"loss": "sum", "iterations": 1000, "method": "auto"},
         summary="ResidualPlanner's measurements fitted by one graphical model: consistent marginals, synthetic records",
+        model=True,
+    ),
+    "PrivBayesLS": PlanInfo(
+        privbayes.privbayes_ls, (), True, defaults={"selection_share": 0.3, "degree": 2, "max_cells": 10_000},
+        summary="PrivBayes's private Bayesian network, Laplace on its conditional marginals, least squares (pure DP)",
+    ),
+    "PrivBayes+PGM": PlanInfo(
+        privbayes.privbayes_pgm, (), True,
+        defaults={"selection_share": 0.3, "degree": 2, "max_cells": 10_000, "iterations": 1000, "method": "auto"},
+        summary="PrivBayes's measurements fitted by one graphical model: consistent marginals, synthetic records",
         model=True,
     ),
     "Advised": PlanInfo(

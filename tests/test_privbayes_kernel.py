@@ -88,7 +88,7 @@ def select(kernel: Kernel, candidates, epsilon="1") -> p.Selected | p.ErrorInfo:
 
 
 ROWS = [[1, 1, 0, 0]] * 4 + [[2, 1, 1, 0]] * 2  # x, y as in the near-tight table; z follows x; "one" is constant
-CANDIDATES = [("x", ["y"]), ("one", ["x"]), ("z", ["x"]), ("y", ["z", "x"])]
+CANDIDATES = [("x", ["y"]), ("one", ["x"]), ("z", ["x"]), ("y", ["z", "x"]), ("y", ["z"])]  # a child twice
 
 
 def test_the_kernel_scores_its_own_histograms(monkeypatch):
@@ -98,7 +98,8 @@ def test_the_kernel_scores_its_own_histograms(monkeypatch):
     counts = np.zeros((3, 2, 2), dtype=np.int64)
     for x, y, z, _ in ROWS:
         counts[x, y, z] += 1
-    expected = [exact_score(counts.sum(2), 0), 0, exact_score(counts.sum(1), 1), exact_score(counts, 1)]
+    expected = [exact_score(counts.sum(2), 0), 0, exact_score(counts.sum(1), 1), exact_score(counts, 1),
+                exact_score(counts.sum(0), 0)]
     assert seen[0].tolist() == [float(e) for e in expected]
 
 

@@ -195,7 +195,7 @@ def _plot_history(estimate, path: Path) -> None:
 
     figure, axes = plt.subplots(figsize=(6, 4))
     axes.plot(range(len(history)), history)
-    axes.set(yscale="log", xlabel="iteration", ylabel="loss (weighted squared error of the measurements)",
+    axes.set(yscale="log", xlabel="iteration", ylabel="loss (distance to the noisy measurements)",
              title=f"{type(estimate).__name__}: fit to the noisy measurements")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
