@@ -38,18 +38,24 @@ tables = st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(1, 3)).flat
         lambda values: np.array(values, dtype=np.int64).reshape(shape)))
 
 
+def close_to_exact(counts, child) -> bool:
+    """The kernel's float score is within 2^-50 n of the exact one (docs/privacy/privbayes.md, Arithmetic)."""
+    return abs(Fraction(dependence_score(counts, child)) - exact_score(counts, child)) <= Fraction(int(counts.sum()), 2**50)
+
+
 @settings(max_examples=200, deadline=None)
 @given(tables, st.integers(0, 2))
-def test_the_score_is_the_exact_distance_from_independence_rounded_once(counts, child):
-    assert dependence_score(counts, child) == float(exact_score(counts, child))
+def test_the_score_is_the_distance_from_independence_within_its_rounding_bound(counts, child):
+    assert close_to_exact(counts, child)
 
 
-@pytest.mark.parametrize("n", [2**31 - 7, 2**31, 2**40 + 3])
-def test_scores_of_huge_tables_stay_exact_past_int64(n):
-    """Past 2^31 records, n c and c(x) c(pi) leave int64: the score is still the exact value, rounded once."""
-    counts = np.array([[n // 3, n // 5], [n // 7, n - n // 3 - n // 5 - n // 7]], dtype=np.int64)
-    assert dependence_score(counts, 0) == float(exact_score(counts, 0))
-    assert dependence_score(counts, 1) == float(exact_score(counts, 1))
+@pytest.mark.parametrize("n", [2**31 - 7, 2**31, 2**40 + 3, 2**52 - 5])
+def test_scores_of_huge_tables_stay_within_their_rounding_bound(n):
+    """Past 2^26 records the products c(x) c(pi) pass 2^53 and round: still within 2^-50 n of the exact score."""
+    for counts in (np.array([[n // 3, n // 5], [n // 7, n - n // 3 - n // 5 - n // 7]], dtype=np.int64),
+                   np.array([[n // 2 - 1, 1, 0], [0, 2, n - n // 2 - 2]], dtype=np.int64)):
+        assert close_to_exact(counts, 0) and close_to_exact(counts, 1)
+        assert dependence_score(counts, 0) == dependence_score(counts, 1)  # T is symmetric in child and parents
 
 
 @settings(max_examples=300, deadline=None)
@@ -100,7 +106,7 @@ def test_the_kernel_scores_its_own_histograms(monkeypatch):
         counts[x, y, z] += 1
     expected = [exact_score(counts.sum(2), 0), 0, exact_score(counts.sum(1), 1), exact_score(counts, 1),
                 exact_score(counts.sum(0), 0)]
-    assert seen[0].tolist() == [float(e) for e in expected]
+    assert all(abs(Fraction(got) - e) <= Fraction(len(ROWS), 2**50) for got, e in zip(seen[0].tolist(), expected, strict=True))
 
 
 def kernel_scores(candidates) -> tuple[np.ndarray, float]:
