@@ -321,3 +321,16 @@ def test_approximate_on_a_loopy_problem_is_locally_consistent_and_close_to_exact
     assert approximate.history[-1] >= 0.8 * exact.history[-1]
     records = approximate.synthetic(1000, seed=0)
     assert all(v.min() >= 0 and v.max() < 3 for v in records.values())
+
+
+def test_tuple_measurements_may_name_their_attributes():
+    from ektelo_ng.kernel.domain import Domain
+
+    domain = Domain.from_sizes(SIZES, names=[f"v{i}" for i in range(len(SIZES))])
+    joint = 500 * np.random.default_rng(5).dirichlet(np.ones(36)).reshape(SIZES)
+    measurements = measure(joint, CYCLE, np.random.default_rng(6), 1.0)
+    named = [(tuple(f"v{i}" for i in c), *rest) for c, *rest in measurements]
+    assert fit(domain, named, iterations=50).history == fit(domain, measurements, iterations=50).history
+    backwards = [(tuple(reversed(named[0][0])), *named[0][1:])]
+    with pytest.raises(ValueError, match="sorted positions"):
+        fit(domain, backwards)

@@ -33,10 +33,11 @@ def fit(domain: DomainLike, measurements: Sequence[Measurement | tuple], *, meth
     """Fit a graphical model to ``measurements``.
 
     ``measurements``: :class:`Measurement` objects (``attributes``: the marginal their matrix reads; None: the
-    full data vector) or ``(attributes, matrix, answers, std)`` tuples. ``loss``: ``"l2"`` (weighted least
-    squares, the default for either noise) or ``"l1"`` (a smoothed weighted L1, the Laplace likelihood's: on
-    PrivBayes's Laplace measurements it converged more slowly and fitted worse in 1000 iterations, docs/pgm.md).
-    ``total``: the record count if public, else estimated from the measurements. ``iterations`` / ``tol``: mirror-descent iterations at most, and the
+    full data vector) or ``(attributes, matrix, answers, std)`` tuples (attributes by position or name, in
+    domain order). ``loss``: ``"l2"`` (weighted least squares, the default for either noise) or ``"l1"`` (a
+    smoothed weighted L1, the Laplace likelihood's: on PrivBayes's Laplace measurements it converged more
+    slowly and fitted worse in 1000 iterations, docs/pgm.md). ``total``: the record count if public, else
+    estimated from the measurements. ``iterations`` / ``tol``: mirror-descent iterations at most, and the
     relative loss decrease below which it stops. ``callback(iteration, loss)``: progress after each iteration.
     Returns a :class:`JunctionTreeModel` or a :class:`RegionGraphModel`; ``.history`` is the loss per iteration.
     """
@@ -46,7 +47,7 @@ def fit(domain: DomainLike, measurements: Sequence[Measurement | tuple], *, meth
         raise ValueError(f"iterations must be a positive integer, got {iterations!r}")
     domain = as_domain(domain)
     sizes = domain.sizes
-    measurements = list(measurements)
+    measurements = [_by_position(m, domain) for m in measurements]
     all_terms = loss_terms(measurements, sizes, loss, max_clique_cells)
     total = estimate_total(all_terms) if total is None else float(total)
     if not (math.isfinite(total) and total > 0):
@@ -73,3 +74,10 @@ def fit(domain: DomainLike, measurements: Sequence[Measurement | tuple], *, meth
     engine = ExactEngine(tree, all_terms, total)
     state, history = mirror_descent(engine, all_terms, iterations, tol, callback)
     return JunctionTreeModel(domain, tree, state[1], total, history, measured)
+
+
+def _by_position(measurement: Measurement | tuple, domain) -> Measurement | tuple:
+    """A tuple measurement's attributes named (``("age", "sex")``) as their positions in the domain."""
+    if isinstance(measurement, tuple) and measurement and measurement[0] is not None:
+        return (tuple(domain.index(a) for a in measurement[0]), *measurement[1:])
+    return measurement
