@@ -2,9 +2,9 @@
 
 Post-processing only: the measurements are what the kernel already released. ``method="exact"`` builds a
 junction tree over the measured cliques and fits log-potentials by mirror descent; ``"approximate"`` fits
-pseudo-marginals on a region graph (McKenna et al. 2021) when the tree's largest clique is too big;
-``"auto"`` takes the exact method when the tree's largest clique has at most ``max_clique_cells`` cells.
-No table (a tree clique, or a measured marginal in the approximate method) may exceed ``max_clique_cells``.
+pseudo-marginals on a region graph (McKenna et al. 2021) by accelerated mirror descent, for when the tree's
+largest clique is too big; ``"auto"`` takes the exact method when the tree's largest clique has at most
+``max_clique_cells`` cells. No table (a tree clique, or a measured marginal in the approximate method) may exceed ``max_clique_cells``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 
 from ..domains import DomainLike, as_domain
 from ..measurement import Measurement
+from .accelerated import accelerated_descent
 from .exact import ExactEngine, JunctionTreeModel
 from .junction import TooLarge, junction_tree
 from .loss import LossKind, estimate_total, terms as loss_terms
@@ -69,7 +70,7 @@ def fit(domain: DomainLike, measurements: Sequence[Measurement | tuple], *, meth
                              f"max_clique_cells={max_clique_cells:.3g}; the approximate method keeps a table per "
                              "measured marginal: measure smaller marginals or raise max_clique_cells")
         engine = RegionEngine(measured, sizes, all_terms, total)
-        state, history = mirror_descent(engine, all_terms, iterations, tol, callback)
+        state, history = accelerated_descent(engine, all_terms, iterations, tol, callback)
         return RegionGraphModel(domain, engine, state, total, history, measured)
     engine = ExactEngine(tree, all_terms, total)
     state, history = mirror_descent(engine, all_terms, iterations, tol, callback)

@@ -134,10 +134,17 @@ class Term:
     def evaluate(self, mu: np.ndarray) -> tuple[float, np.ndarray]:
         """The loss of marginals ``mu`` (cliques, cells) and its gradient with respect to them."""
         r = self.residuals(mu)
+        return self.value(r), self.gradient(r)
+
+    def value(self, r: np.ndarray) -> float:
+        """The loss of standardized residuals ``r`` (affine in the marginals, so they mix as the marginals do)."""
+        return float(np.sum(r * r)) if self.kind == "l2" else float(np.sum(np.sqrt(r * r + L1_SMOOTHING**2) - L1_SMOOTHING))
+
+    def gradient(self, r: np.ndarray) -> np.ndarray:
+        """The loss gradient with respect to the marginals, at residuals ``r``."""
         if self.kind == "l2":
-            return float(np.sum(r * r)), 2.0 * ((r * self.weights) @ self.matrix)
-        smooth = np.sqrt(r * r + L1_SMOOTHING**2)
-        return float(np.sum(smooth - L1_SMOOTHING)), (r / smooth * self.weights) @ self.matrix
+            return 2.0 * ((r * self.weights) @ self.matrix)
+        return (r / np.sqrt(r * r + L1_SMOOTHING**2) * self.weights) @ self.matrix
 
 
 def terms(measurements: Sequence[Measurement | tuple], sizes: Sequence[int], kind: LossKind,

@@ -4,7 +4,7 @@ When the junction tree's cliques are too big (all 2-way marginals of many attrib
 complete graph), the marginals are relaxed to the *local polytope*: one table ``tau_r`` per region ``r`` (the
 maximal measured cliques), each summing to the total, any two agreeing on every attribute set they share
 (the pairwise intersections of regions, closed under the intersections that matter: two regions that share
-``s`` agree on ``s`` through ``r ∩ r'``). Mirror descent runs on this polytope with the convex entropy
+``s`` agree on ``s`` through ``r ∩ r'``). (Accelerated) mirror descent runs on this polytope with the convex entropy
 ``sum_r H(tau_r)`` as mirror map: a step multiplies each table by ``exp(-alpha * grad)`` and then takes the
 Bregman (KL) projection onto the local polytope. That projection is computed by cyclic projections onto
 one separator's constraint at a time, each in closed form: every region holding ``s`` is rescaled to the
@@ -179,6 +179,15 @@ class RegionEngine:
                 stack[g.rows] = counts[g.block][g.index].sum(axis=g.axes).reshape(len(g.rows), -1)
             out.append(stack)
         return out
+
+    def mix(self, a, b, weight: float):
+        """The state (1 - weight) a + weight b: on the polytope when both are (its constraints are linear)."""
+        counts = [(1.0 - weight) * p + weight * q for p, q in zip(a[1], b[1])]
+        return [np.log(np.maximum(c, TINY)) for c in counts], counts
+
+    def divergence(self, a, b) -> float:
+        """The Bregman distance of the mirror map sum_r H(tau_r): sum over regions of KL(a_r || b_r), unnormalized."""
+        return float(sum((ca * (la - lb) - ca + cb).sum() for la, ca, lb, cb in zip(*a, *b)))
 
     def move(self, state, gradients: Sequence[np.ndarray], alpha: float):
         logs = [lb.copy() for lb in state[0]]
