@@ -179,13 +179,20 @@ class Marginals(VStack):
         self.weights = table
         blocks = []
         for subset, weight in table.items():
-            block = Kronecker([Identity(n) if i in subset else Total(n) for i, n in enumerate(self.sizes)])
+            block = marginalizer(self.sizes, subset)
             blocks.append(block if weight == 1.0 else block * weight)
         super().__init__(blocks)
 
     @property
     def subsets(self) -> list[tuple[int, ...]]:
         return list(self.weights)
+
+
+def marginalizer(sizes: Sequence[int], subset: Iterable[int]) -> Kronecker:
+    """The matrix taking a data vector over ``sizes`` to its marginal on the positions ``subset`` (cells in C order,
+    axes in domain order)."""
+    keep = set(subset)
+    return Kronecker([Identity(n) if i in keep else Total(n) for i, n in enumerate(sizes)])
 
 
 def as_matrix(matrix) -> Matrix:

@@ -22,8 +22,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
-from ..kernel.matrix import Matrix, Product, Total, VStack, Weighted
+from ..kernel.matrix import Identity, Matrix, Product, Total, VStack, Weighted
 from .linalg import explicit_sparse
+from .matrices import marginalizer
 
 NoiseKind = Literal["laplace", "gaussian"]
 
@@ -64,6 +65,14 @@ class Measurement:
     def on(self, matrix: Matrix) -> Measurement:
         """The same answers and noise, read as answers to ``matrix`` (a re-expression of this one's query)."""
         return Measurement(matrix, self.answers, self.noise_std, self.noise, self.source, self.attributes)
+
+    def on_data_vector(self, sizes: Sequence[int]) -> Measurement:
+        """A marginal measurement (``attributes`` set) as a query of the whole data vector over ``sizes``: its
+        matrix after the marginalization, for inference that solves for the data vector (least squares)."""
+        if self.attributes is None:
+            return self
+        onto = marginalizer(sizes, self.attributes)
+        return self.on(onto if isinstance(self.matrix, Identity) else self.matrix @ onto)
 
 
 def known_total(n: int, total: float, noise_std: float = 1e-4) -> Measurement:

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
-from ..kernel.matrix import Identity, Kronecker, Matrix, Total
+from ..kernel.matrix import Matrix
 from ..kernel.privacy import PureDP
 from ..operators import pgm, privbayes
 from ..operators.client import Handle
@@ -59,8 +59,7 @@ def privbayes_ls(source: Handle, workload: Matrix | None, budget: PureDP, *, sha
         raise ValueError(f"PrivBayesLS fits a data vector of {math.prod(sizes):.3g} cells, over {MAX_VECTOR_CELLS}: "
                          "use PrivBayes+PGM, which fits a graphical model instead")
     chosen, measurements = measured(source, budget, selection_share, degree, max_cells, seed, "PrivBayesLS")
-    on_vector = [m.on(Kronecker([Identity(n) if i in m.attributes else Total(n) for i, n in enumerate(sizes)]))
-                 for m in measurements]
+    on_vector = [m.on_data_vector(sizes) for m in measurements]
     return VectorEstimate(least_squares(on_vector), on_vector, workload=workload,
                           note=f"least squares on PrivBayes's {len(measurements)} conditional marginals; error bars "
                                "conditional on its network " + _shown(chosen))

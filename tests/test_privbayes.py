@@ -125,7 +125,6 @@ def test_the_graphical_model_beats_least_squares_on_measured_and_unmeasured_marg
     model's L1 error (mean over the 2-way marginals inside a measured table, and over those outside every one,
     and over 4 seeds) is at most least squares'. Outside the measured tables least squares' minimum-norm
     solution spreads counts uniformly, which is far worse."""
-    from ektelo_ng.kernel.matrix import Identity, Kronecker, Total
     from ektelo_ng.operators import pgm
     from ektelo_ng.operators.inference import least_squares
 
@@ -137,8 +136,7 @@ def test_the_graphical_model_beats_least_squares_on_measured_and_unmeasured_marg
         chosen, measurements = measured(session.source, ek.PureDP(1), 0.3, 2, 10_000, seed, "test")
         tables = [set(m.attributes) for m in measurements]
         sizes = list(DOMAIN.values())
-        x = least_squares([m.on(Kronecker([Identity(n) if i in m.attributes else Total(n) for i, n in enumerate(sizes)]))
-                           for m in measurements]).reshape(sizes)
+        x = least_squares([m.on_data_vector(sizes) for m in measurements]).reshape(sizes)
         model = pgm.fit(DOMAIN, measurements)
 
         def from_vector(pair):
