@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from scipy import optimize, stats
 
 import ektelo_ng as ek
@@ -15,6 +16,7 @@ from ektelo_ng.operators.measurement import Measurement
 from ektelo_ng.operators.pgm import fit
 from ektelo_ng.operators.pgm.junction import calibrate, junction_tree, marginal
 from ektelo_ng.operators.pgm.loss import pieces
+from ektelo_ng.operators.pgm.tables import Reducer
 from ektelo_ng.operators.selection.residual_planner import residual_planner
 
 SIZES = (2, 3, 2, 3)
@@ -104,9 +106,34 @@ def test_message_passing_matches_brute_force_marginalisation():
     joint = np.exp(log_joint) / np.exp(log_joint).sum()
     beliefs = calibrate(tree, potentials)
     for c, b in zip(tree.cliques, beliefs):
-        np.testing.assert_allclose(np.exp(b), project(joint, c), rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(b, project(joint, c), rtol=1e-10, atol=1e-14)
+    logs = [np.log(b) for b in beliefs]
     for attrs in [(0, 2), (0, 2, 4), (1, 4), (0, 1, 2, 3, 4), (3,)]:  # outside any clique: variable elimination
-        np.testing.assert_allclose(np.exp(marginal(tree, beliefs, attrs)), project(joint, attrs), rtol=1e-9)
+        np.testing.assert_allclose(np.exp(marginal(tree, logs, attrs)), project(joint, attrs), rtol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=5).flatmap(
+    lambda sizes: st.tuples(st.just(tuple(sizes)),
+                            st.lists(st.sets(st.integers(0, len(sizes) - 1)), min_size=1, max_size=8),
+                            st.integers(0, 2**32 - 1))))
+def test_the_reducer_gives_every_marginal_and_its_adjoint_broadcasts_them_back(case):
+    """Marginals by the reducer's tree of single-axis sums equal multi-axis sums of the table; its expand is
+    their adjoint: <marginals(T), G> = <T, expand(G)> for every table T and gradients G."""
+    sizes, subsets, seed = case
+    rng = np.random.default_rng(seed)
+    attrs = tuple(range(len(sizes)))
+    targets = [tuple(sorted(s)) for s in subsets]
+    reducer = Reducer(attrs, targets, sizes)
+    table = rng.random(sizes)
+    got = reducer.marginals(table)
+    for t in targets:
+        np.testing.assert_allclose(got[t], project(table, t), rtol=1e-12)
+    gradients = {t: rng.normal(size=[sizes[i] for i in t]) for t in set(targets)}
+    expanded = reducer.expand(gradients)
+    assert expanded.shape == sizes
+    left = sum(float(np.vdot(got[t], g)) for t, g in gradients.items())
+    np.testing.assert_allclose(left, float(np.vdot(table, expanded)), rtol=1e-10)
 
 
 def test_junction_tree_of_many_small_cliques_is_built_in_near_linear_time():

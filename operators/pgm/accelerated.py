@@ -5,8 +5,9 @@ With x, z on the polytope and theta_0 = 1, each step evaluates the loss gradient
 takes z' = argmin <grad, z'> + theta L D(z', z) (the engine's ``move`` with step 1 / (theta L): multiply by
 exp(-step * grad), project), and moves x' = (1 - theta) x + theta z'; then theta' = (sqrt(theta^4 + 4 theta^2)
 - theta^2) / 2. The loss falls as O(L D / k^2) when L bounds its curvature against D (Tseng's Prop. 1); L is
-found by backtracking: a step is kept when f(x') <= f(y) + <grad, x' - y> + theta^2 L D(z', z), else L doubles
-(it never shrinks, as the analysis needs). Marginals are linear in the tables, so those of x and y are the same
+found by backtracking: a step is kept when f(x') <= f(y) + <grad, x' - y> + theta^2 L D(z', z), else L doubles.
+Each step first tries 0.8 L, so L can follow the curvature down as well (the analysis assumes an L that never
+shrinks; the restarts below keep the loss from rising when the guess was too bold). Marginals are linear in the tables, so those of x and y are the same
 mixtures of z's. When the loss rises the momentum restarts (theta = 1, z = x: O'Donoghue and Candes 2015).
 """
 
@@ -46,8 +47,9 @@ def accelerated_descent(engine, terms: Sequence[Term], iterations: int, tol: flo
         r_y = _mix(r_x, r_z, theta)
         value_y, gradients = loss(r_y), [t.gradient(r) for t, r in zip(terms, r_y)]
         lipschitz *= 0.8  # optimistic: the backtracking below doubles it back when needed
+        direction = engine.direction(gradients)
         for _ in range(MAX_HALVINGS):
-            candidate = engine.move(z, gradients, 1.0 / (theta * lipschitz))
+            candidate = engine.move(z, direction, 1.0 / (theta * lipschitz))
             mu_candidate = engine.marginals(candidate)
             r_candidate = residuals(mu_candidate)
             r_next = _mix(r_x, r_candidate, theta)

@@ -3,11 +3,13 @@
 The model is ``p(x) ∝ exp(sum_J theta_J(x_J))`` over the junction tree's cliques ``J``. A mirror-descent step
 subtracts ``alpha`` times each measured clique's loss gradient (broadcast) from the potential of the clique that
 holds it, so from ``theta = 0`` the model stays in the exponential family of the measured cliques: with
-consistent noise-free marginals it converges to their maximum-entropy distribution.
+consistent noise-free marginals it converges to their maximum-entropy distribution. Each tree clique's
+measured sub-cliques are summed out of it, and their gradients broadcast into it, by one :class:`Reducer`.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,7 +18,7 @@ from ...kernel.domain import Domain
 from .junction import JunctionTree, calibrate, forward_sample, marginal
 from .loss import Term
 from .model import Model
-from .tables import Clique, expand, shape_of, summed_axes
+from .tables import Clique, Reducer, shape_of
 
 
 class ExactEngine:
@@ -25,26 +27,36 @@ class ExactEngine:
     def __init__(self, tree: JunctionTree, terms: Sequence[Term], total: float):
         self.tree, self.terms, self.total = tree, terms, total
         self.homes = [[tree.home(c) for c in term.cliques] for term in terms]
+        held: dict[int, list[Clique]] = defaultdict(list)
+        for term, homes in zip(terms, self.homes):
+            for j, c in zip(homes, term.cliques):
+                held[j].append(c)
+        self.reducers = {j: Reducer(tree.cliques[j], cliques, tree.sizes) for j, cliques in held.items()}
 
     def start(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
         return self._state([np.zeros(shape_of(c, self.tree.sizes)) for c in self.tree.cliques])
 
     def _state(self, potentials: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        return potentials, [self.total * np.exp(b) for b in calibrate(self.tree, potentials)]
+        return potentials, [self.total * p for p in calibrate(self.tree, potentials)]
 
     def marginals(self, state) -> list[np.ndarray]:
-        counts, cliques = state[1], self.tree.cliques
-        return [np.stack([counts[j].sum(axis=summed_axes(cliques[j], c)).ravel() for j, c in zip(homes, term.cliques)])
+        tables = {j: reducer.marginals(state[1][j]) for j, reducer in self.reducers.items()}
+        return [np.stack([tables[j][c].ravel() for j, c in zip(homes, term.cliques)])
                 for term, homes in zip(self.terms, self.homes)]
 
-    def move(self, state, gradients: Sequence[np.ndarray], alpha: float):
-        potentials = [p.copy() for p in state[0]]
-        sizes, cliques = self.tree.sizes, self.tree.cliques
+    def direction(self, gradients: Sequence[np.ndarray]) -> dict[int, np.ndarray]:
+        """The loss gradient per tree clique: every measured clique's gradient broadcast onto its home clique and
+        summed (the total is fixed: its gradient moves nothing)."""
+        held: dict[int, dict[Clique, np.ndarray]] = defaultdict(dict)
         for term, homes, gradient in zip(self.terms, self.homes, gradients):
             for j, c, g in zip(homes, term.cliques, gradient):
-                if c:  # the total is fixed: its gradient moves nothing
-                    potentials[j] -= alpha * expand(g, c, cliques[j], sizes)
-        return self._state(potentials)
+                if c:
+                    g = g.reshape(shape_of(c, self.tree.sizes))
+                    held[j][c] = held[j][c] + g if c in held[j] else g
+        return {j: self.reducers[j].expand(tables) for j, tables in held.items()}
+
+    def move(self, state, direction: dict[int, np.ndarray], alpha: float):
+        return self._state([p - alpha * direction[j] if j in direction else p for j, p in enumerate(state[0])])
 
 
 class JunctionTreeModel(Model):

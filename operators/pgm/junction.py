@@ -122,10 +122,11 @@ def junction_tree(cliques: Sequence[Clique], sizes: Sequence[int], max_cells: fl
 
 
 def calibrate(tree: JunctionTree, potentials: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Sum-product in log space: every clique's log-probability table from log-potentials (one per clique)."""
+    """Sum-product in log space: every clique's probability table from log-potentials (one per clique). The
+    messages stay in log space; each belief is exponentiated once, at the end (exp is most of the cost)."""
     cliques, sizes = tree.cliques, tree.sizes
     upward: dict[int, np.ndarray] = {}
-    gathered = [p.copy() for p in potentials]
+    gathered = list(potentials)  # entries are replaced, never changed in place
     for j in reversed(tree.order):  # leaves to root
         p = tree.parent[j]
         if p >= 0:
@@ -139,7 +140,13 @@ def calibrate(tree: JunctionTree, potentials: Sequence[np.ndarray]) -> list[np.n
             separator = tree.separator(j)
             message = log_marginal(beliefs[p], cliques[p], separator) - upward[j]
             beliefs[j] = gathered[j] + expand(message - message.max(), separator, cliques[j], sizes)
-    return [b - logsumexp(b, tuple(range(b.ndim))) for b in beliefs]
+    probabilities = []
+    for b in beliefs:
+        p = b - b.max()
+        np.exp(p, out=p)
+        p /= p.sum()
+        probabilities.append(p)
+    return probabilities
 
 
 def marginal(tree: JunctionTree, log_probabilities: Sequence[np.ndarray], attrs: Clique) -> np.ndarray:

@@ -22,7 +22,8 @@ MAX_HALVINGS = 40
 
 
 class Engine(Protocol):
-    """What mirror descent needs from a model: its start, its marginals per loss term, and a step."""
+    """What mirror descent needs from a model: its start, its marginals per loss term, and a step: the loss
+    gradients laid out once in the model's own tables (``direction``), then moved along for any step size."""
 
     total: float
 
@@ -30,7 +31,9 @@ class Engine(Protocol):
 
     def marginals(self, state: object) -> list[np.ndarray]: ...
 
-    def move(self, state: object, gradients: Sequence[np.ndarray], alpha: float) -> object: ...
+    def direction(self, gradients: Sequence[np.ndarray]) -> object: ...
+
+    def move(self, state: object, direction: object, alpha: float) -> object: ...
 
 
 def evaluate(terms: Sequence[Term], stacks: Sequence[np.ndarray]) -> tuple[float, list[np.ndarray]]:
@@ -53,8 +56,9 @@ def mirror_descent(engine: Engine, terms: Sequence[Term], iterations: int, tol: 
     history = [value]
     alpha = 1.0 / engine.total
     for iteration in range(1, iterations + 1):
+        direction = engine.direction(gradients)
         for _ in range(MAX_HALVINGS):
-            candidate = engine.move(state, gradients, alpha)
+            candidate = engine.move(state, direction, alpha)
             new_mu = engine.marginals(candidate)
             new_value, new_gradients = evaluate(terms, new_mu)
             predicted = sum(float(np.vdot(g, a - b)) for g, a, b in zip(gradients, mu, new_mu))

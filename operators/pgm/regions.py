@@ -189,16 +189,22 @@ class RegionEngine:
         """The Bregman distance of the mirror map sum_r H(tau_r): sum over regions of KL(a_r || b_r), unnormalized."""
         return float(sum((ca * (la - lb) - ca + cb).sum() for la, ca, lb, cb in zip(*a, *b)))
 
-    def move(self, state, gradients: Sequence[np.ndarray], alpha: float):
-        logs = [lb.copy() for lb in state[0]]
+    def direction(self, gradients: Sequence[np.ndarray]) -> list[tuple[Group, np.ndarray]]:
+        """Each group's gradients, shaped to broadcast onto its regions' tables."""
+        out = []
         for groups, gradient in zip(self.term_groups, gradients):
             for g in groups:
-                shape = [1 if a in g.axes else n for a, n in enumerate(logs[g.block].shape)][1:]
-                step = alpha * gradient[g.rows].reshape([len(g.rows)] + shape)
-                if g.unique:
-                    logs[g.block][g.index] -= step
-                else:  # one clique measured twice with the same matrix: the same region appears twice
-                    np.subtract.at(logs[g.block], g.index, step)
+                shape = [1 if a in g.axes else n for a, n in enumerate((0,) + self.shapes[g.block])][1:]
+                out.append((g, gradient[g.rows].reshape([len(g.rows)] + shape)))
+        return out
+
+    def move(self, state, direction: list[tuple[Group, np.ndarray]], alpha: float):
+        logs = [lb.copy() for lb in state[0]]
+        for g, gradient in direction:
+            if g.unique:
+                logs[g.block][g.index] -= alpha * gradient
+            else:  # one clique measured twice with the same matrix: the same region appears twice
+                np.subtract.at(logs[g.block], g.index, alpha * gradient)
         return self._finish(logs)
 
 

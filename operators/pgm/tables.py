@@ -61,3 +61,69 @@ def sample_conditional(table: np.ndarray, given: np.ndarray, rng: np.random.Gene
         u = rng.random(rows.size)
         out[start : start + step] = (cumulative[rows] < u[:, None]).sum(axis=1)
     return out
+
+
+class Reducer:
+    """Every marginal of a table over ``attrs`` onto the sub-cliques ``targets`` at once, and the adjoint: tables
+    on the targets broadcast back onto ``attrs`` and summed.
+
+    The targets hang in a tree of single-axis sums: a node's children each drop one of its attributes (the
+    largest first) and take the targets that lack it. Summing one axis is one fast pass, so the marginals of
+    many small cliques of one big table cost a few passes over it instead of one slow multi-axis sum each
+    (all 2-way marginals of the 280,000-cell CPS table: 3 passes instead of 16).
+    """
+
+    def __init__(self, attrs: Clique, targets: Sequence[Clique], sizes: Sequence[int]):
+        self.attrs, self.shape = attrs, shape_of(attrs, sizes)
+        self.targets = list(dict.fromkeys(targets))
+        self._tree = self._build(attrs, self.targets, sizes)
+
+    @staticmethod
+    def _build(attrs: Clique, targets: list[Clique], sizes: Sequence[int]) -> tuple:
+        """``(attrs, targets equal to attrs, [(dropped axis, child node)])``."""
+        here = [t for t in targets if t == attrs]
+        rest = [t for t in targets if t != attrs]
+        children = []
+        for axis in sorted(range(len(attrs)), key=lambda k: (-sizes[attrs[k]], k)):
+            lacking = [t for t in rest if attrs[axis] not in t]
+            if lacking:
+                rest = [t for t in rest if attrs[axis] in t]
+                child = attrs[:axis] + attrs[axis + 1:]
+                children.append((axis, Reducer._build(child, lacking, sizes)))
+        return attrs, here, children
+
+    def marginals(self, table: np.ndarray) -> dict[Clique, np.ndarray]:
+        """``{target: table summed onto it}`` (axes in domain order)."""
+        out: dict[Clique, np.ndarray] = {}
+
+        def walk(node: tuple, values: np.ndarray) -> None:
+            attrs, here, children = node
+            for target in here:
+                out[target] = values
+            for axis, child in children:
+                kept = list(range(values.ndim))
+                del kept[axis]
+                walk(child, np.einsum(values, list(range(values.ndim)), kept))
+
+        walk(self._tree, table)
+        return out
+
+    def expand(self, tables: dict[Clique, np.ndarray]) -> np.ndarray:
+        """The sum of ``tables`` (on some of the targets, each shaped over its attributes) broadcast onto
+        ``attrs``: the adjoint of :meth:`marginals` (a read-only broadcast view)."""
+
+        def walk(node: tuple) -> np.ndarray | None:
+            attrs, here, children = node
+            total = None
+            for target in here:
+                if target in tables:
+                    total = tables[target] if total is None else total + tables[target]
+            for axis, child in children:
+                part = walk(child)
+                if part is not None:
+                    part = np.expand_dims(part, axis)
+                    total = part if total is None else total + part
+            return total
+
+        result = walk(self._tree)
+        return np.broadcast_to(np.zeros(()) if result is None else result, self.shape)
