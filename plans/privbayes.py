@@ -70,8 +70,8 @@ def privbayes_pgm(source: Handle, workload, budget: PureDP, *, shape: Sequence[i
                   iterations: int = 1000, method: str = "auto",
                   callback: Callable[[int, float], object] | None = None) -> pgm.Model:
     """PrivBayes selection and measurement as in :func:`privbayes_ls`, then one graphical model fitted to the
-    measurements (``operators.pgm.fit``, L1 loss for the Laplace noise; ``iterations``, ``method``,
-    ``callback`` are the fit's). Returns the model: ``marginal(A)``, ``answer(items)``, ``synthetic(n_rows,
+    measurements (``operators.pgm.fit``, least squares weighted by the Laplace noise's scale; ``iterations``,
+    ``method``, ``callback`` are the fit's). Returns the model: ``marginal(A)``, ``answer(items)``, ``synthetic(n_rows,
     seed)``. ``workload``, ``shape``: unused (the model answers any marginal)."""
     chosen, measurements = measured(source, budget, selection_share, degree, max_cells, seed, "PrivBayes+PGM")
     model = pgm.fit(source.domain, measurements, method=method, iterations=iterations, callback=callback)

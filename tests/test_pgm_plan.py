@@ -71,7 +71,19 @@ def test_run_writes_synthetic_records_from_the_model(tmp_path, capsys):
     rows = np.loadtxt(synthetic, delimiter=",", skiprows=1, dtype=int)
     assert abs(len(rows) - 2000) < 100 and synthetic.read_text().startswith("a,b,c\n")
     assert rows[:, 0].max() < 6 and rows[:, 2].max() < 3
-    assert "synthetic records" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "synthetic records" in out
+    assert "intervals: unavailable: a fitted model has no error bars;" in out and "Gaussian" not in out
+
+
+def test_a_model_claims_no_intervals():
+    """A fit is post-processing with no known variance: its intervals are NaN and say why, not 'exact'."""
+    session = ek.protect(skewed_table(0), DOMAIN, ek.ZCDP(1), seed=0)
+    model = ek.catalog["ResidualPlanner+PGM"](session.source, WORKLOAD, ek.ZCDP(1))
+    intervals = model.intervals([("a", "b")], level=0.9)
+    assert intervals.method == "unavailable: a fitted model has no error bars"
+    assert np.isnan(intervals.lower).all() and np.isnan(intervals.upper).all()
+    np.testing.assert_allclose(intervals.answers, model.marginal(("a", "b")).ravel())
 
 
 def test_a_plan_without_a_model_says_so(tmp_path, capsys):

@@ -143,7 +143,9 @@ def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Sess
     shown = ", ".join(_shown(r) for r in records[:6]) + (" ..." if len(records) > 6 else "")
     print(f"{args.plan}: {len(records)} answers: {shown}")
     if records:
-        print(f"intervals: {records[0]['method']} at level {args.level}; {estimate.note}")
+        method = records[0]["method"]
+        level = "" if method.startswith("unavailable") else f" at level {args.level}"
+        print(f"intervals: {method}{level}; {estimate.note}")
     print(f"budget: {status}")
     if args.seed is not None:
         print(f"noise: seeded with --seed {args.seed}: every answer is flagged as reproducible, not private against "

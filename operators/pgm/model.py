@@ -13,6 +13,8 @@ from abc import abstractmethod
 import numpy as np
 
 from ...kernel.domain import Domain
+from ..estimate import unavailable
+from ..intervals import Intervals
 from ..marginal_estimate import MarginalEstimate
 from .tables import Clique
 
@@ -57,6 +59,11 @@ class Model(MarginalEstimate):
 
     def cell_covariance(self, subset: tuple[int, ...]) -> None:
         return None
+
+    def intervals(self, W=None, level: float = 0.95, method: str = "auto") -> Intervals:
+        """No intervals (NaN bounds): the fit is post-processing of the measurements, not an unbiased estimate
+        whose variance is known."""
+        return unavailable(self.answer(W), level, "a fitted model has no error bars")
 
     def default_workload(self) -> list:
         return list(self.measured)
