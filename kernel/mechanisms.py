@@ -254,8 +254,8 @@ def dependence_score(counts: np.ndarray, child: int) -> float:
     """PrivBayes's score of a child (axis) given its parents, sum |c(x, pi) - c(x) c(pi) / n|: float64 (counts and
     their sums exact) summed by fsum, the same work for any n, off by < 2^-50 n (docs/privacy/privbayes.md)."""
     c = np.moveaxis(counts, child, 0).reshape(counts.shape[child], -1).astype(np.float64)
-    n = c.sum()
-    return math.fsum(np.abs(c - np.outer(c.sum(1), c.sum(0)) / n).ravel()) if n else 0.0
+    n = max(c.sum(), 1.0)  # an empty table: all zeros, scored 0 by the same work (its skip took 1/20 the time)
+    return math.fsum(np.abs(c - np.outer(c.sum(1), c.sum(0)) / n).ravel())
 
 
 def dependence_sensitivity(size: float) -> float:
