@@ -403,3 +403,20 @@ def test_malformed_specs_are_rejected(payload):
 
 def test_total_is_a_single_summing_row():
     np.testing.assert_array_equal(Total(4).dense(), np.ones((1, 4)))
+
+
+def test_single_threaded_blas_limits_numpys_and_scipys_blas_and_restores_them():
+    """The libraries are found once (kernel/matrix/threads.py); both BLAS builds must be among them."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from ektelo_ng.kernel.matrix.threads import single_threaded_blas
+
+    def blas_threads() -> list[int]:
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    with threadpool_limits(2, user_api="blas"):
+        with single_threaded_blas():
+            inside = blas_threads()
+        after = blas_threads()
+    assert len(inside) >= 2 and set(inside) == {1}  # numpy's and scipy's OpenBLAS
+    assert set(after) == {2}
