@@ -429,6 +429,7 @@ class Kernel:
         tables = self._marginals(table, [[child, *parents] for child, parents in request.candidates])
         self._limits.steps("PrivBayes's scores", 64 * sum(t.domain.size for t in tables))  # about 70 ns a cell
         sensitivity = selectable(request.epsilon, dependence_sensitivity(self._max_rows))
+        self._accountant.plan(request.source, exponential_cost(request.epsilon, self._accountant.kind))  # no free work
         children = [table.backend.domain.index(child) for child, _ in request.candidates]
         scores = np.array([dependence_score(t.backend.histogram(t.attributes, t.predicate), t.attributes.index(c))
                            for t, c in zip(tables, children)])
