@@ -37,7 +37,7 @@ class ExactEngine:
         return self._state([np.zeros(shape_of(c, self.tree.sizes)) for c in self.tree.cliques])
 
     def _state(self, potentials: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        return potentials, [self.total * p for p in calibrate(self.tree, potentials)]
+        return potentials, calibrate(self.tree, potentials, self.total)
 
     def marginals(self, state) -> list[np.ndarray]:
         tables = {j: reducer.marginals(state[1][j]) for j, reducer in self.reducers.items()}

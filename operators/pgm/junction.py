@@ -121,9 +121,10 @@ def junction_tree(cliques: Sequence[Clique], sizes: Sequence[int], max_cells: fl
     return JunctionTree(tuple(nodes), tuple(parent), tuple(order), tuple(sizes))
 
 
-def calibrate(tree: JunctionTree, potentials: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Sum-product in log space: every clique's probability table from log-potentials (one per clique). The
-    messages stay in log space; each belief is exponentiated once, at the end (exp is most of the cost)."""
+def calibrate(tree: JunctionTree, potentials: Sequence[np.ndarray], total: float = 1.0) -> list[np.ndarray]:
+    """Sum-product in log space: every clique's table of probabilities times ``total`` from log-potentials (one
+    per clique). The messages stay in log space; each belief is exponentiated once, at the end (exp is most of
+    the cost), and scaled in place."""
     cliques, sizes = tree.cliques, tree.sizes
     upward: dict[int, np.ndarray] = {}
     gathered = list(potentials)  # entries are replaced, never changed in place
@@ -140,13 +141,13 @@ def calibrate(tree: JunctionTree, potentials: Sequence[np.ndarray]) -> list[np.n
             separator = tree.separator(j)
             message = log_marginal(beliefs[p], cliques[p], separator) - upward[j]
             beliefs[j] = gathered[j] + expand(message - message.max(), separator, cliques[j], sizes)
-    probabilities = []
+    tables = []
     for b in beliefs:
         p = b - b.max()
         np.exp(p, out=p)
-        p /= p.sum()
-        probabilities.append(p)
-    return probabilities
+        p *= total / p.sum()
+        tables.append(p)
+    return tables
 
 
 def marginal(tree: JunctionTree, log_probabilities: Sequence[np.ndarray], attrs: Clique) -> np.ndarray:
