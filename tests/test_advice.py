@@ -1,7 +1,6 @@
 """The advisor: budgets made comparable, workload forms, the worker's deadline, the ranking and pick against
 closed forms and dense algebra, saved advice, and predicted against measured error through the kernel."""
 
-import itertools
 import json
 import math
 import time
@@ -13,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ektelo_ng as ek
-from ektelo_ng.kernel.matrix import AllRange, Dense, Identity, Kronecker
-from ektelo_ng.operators import error as op_error
+from ektelo_ng.kernel.matrix import AllRange, Identity
 from ektelo_ng.operators import workload as wl
 from ektelo_ng.operators.advice import QueryWorkload, advise, load
 from ektelo_ng.operators.advice.deadline import Worker

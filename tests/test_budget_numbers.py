@@ -22,7 +22,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ektelo_ng.operators import privacy
-from ektelo_ng.kernel import protocol as p
 from ektelo_ng.kernel.accountant import Accountant, BudgetExceeded
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.privacy import (

@@ -19,7 +19,6 @@ from ektelo_ng.kernel.mechanisms import prepare_exponential
 from ektelo_ng.kernel.noise import (
     NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, grid_step, supported_scale,
 )
-from ektelo_ng.kernel.privacy import PureDP
 
 ALPHA = 1e-6
 SAMPLES = 200_000

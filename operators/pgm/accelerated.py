@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .loss import Term
-from .mirror import MAX_HALVINGS, evaluate
+from .mirror import MAX_HALVINGS
 
 
 def _mix(a: Sequence[np.ndarray], b: Sequence[np.ndarray], weight: float) -> list[np.ndarray]:
