@@ -23,13 +23,13 @@ from typing import Literal
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsqr
 
-from ...kernel.matrix import Dense, Kronecker, Matrix, Ones, VStack, Weighted
+from ...kernel.matrix import Dense, Identity, Kronecker, Matrix, Ones, VStack, Weighted
 from ..measurement import Measurement
 from .tables import Clique
 
 LossKind = Literal["l2", "l1"]
 
-#: Largest matrix (rows x cells) kept as a dense array; larger ones stay implicit.
+#: Largest matrix (rows x cells) kept as a dense array; larger ones, and identities at any size, stay implicit.
 DENSE_ENTRIES = 1 << 22
 #: The L1 loss is smoothed to sum(sqrt(r^2 + e^2) - e) on standardized residuals r (within e per row of the
 #: L1 loss, and differentiable, so the line search does not stall at its kinks).
@@ -105,6 +105,8 @@ def _structure(matrix) -> object:
         return ("weighted", matrix.weight, _structure(matrix.base))
     if isinstance(matrix, Kronecker):
         return ("kronecker", tuple(_structure(f) for f in matrix.factors))
+    if isinstance(matrix, Identity):
+        return ("identity", matrix.n)
     if isinstance(matrix, Dense):
         matrix = matrix.array
     if isinstance(matrix, np.ndarray) and matrix.size <= 1 << 16:
@@ -120,7 +122,8 @@ class Term:
     """
 
     def __init__(self, matrix, group: list[Piece], kind: LossKind):
-        if isinstance(matrix, Matrix) and matrix.shape[0] * matrix.shape[1] <= DENSE_ENTRIES:
+        if (isinstance(matrix, Matrix) and not isinstance(matrix, Identity)
+                and matrix.shape[0] * matrix.shape[1] <= DENSE_ENTRIES):
             matrix = matrix.dense()
         self.matrix = matrix
         self.cliques = [p.clique for p in group]
