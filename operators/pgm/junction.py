@@ -13,6 +13,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import combinations
 
 import networkx as nx
@@ -90,10 +91,19 @@ class JunctionTree:
         """The attributes clique ``j`` shares with its parent."""
         return tuple(i for i in self.cliques[j] if i in self.cliques[self.parent[j]]) if self.parent[j] >= 0 else ()
 
+    @cached_property
+    def _holding(self) -> dict[int, set[int]]:
+        """The cliques holding each attribute."""
+        holding: dict[int, set[int]] = defaultdict(set)
+        for j, c in enumerate(self.cliques):
+            for i in c:
+                holding[i].add(j)
+        return holding
+
     def home(self, attrs: Clique) -> int | None:
-        """The smallest clique containing ``attrs``, or None."""
-        fits = [j for j, c in enumerate(self.cliques) if set(attrs) <= set(c)]
-        return min(fits, key=lambda j: math.prod(shape_of(self.cliques[j], self.sizes))) if fits else None
+        """The smallest clique containing ``attrs``, or None (found through the cliques holding each attribute)."""
+        fits = set.intersection(*(self._holding[i] for i in attrs)) if attrs else range(len(self.cliques))
+        return min(fits, key=lambda j: (math.prod(shape_of(self.cliques[j], self.sizes)), j)) if fits else None
 
 
 def junction_tree(cliques: Sequence[Clique], sizes: Sequence[int], max_cells: float) -> JunctionTree:
