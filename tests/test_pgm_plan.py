@@ -135,6 +135,10 @@ def test_the_readme_model_commands_run_as_written(tmp_path, monkeypatch, capsys,
     assert command[:3] == ["ektelo-ng", "run", plan]
     assert main(command[1:] + ["--in-process"]) == 0
     assert (tmp_path / "synthetic.csv").read_text().startswith("age,sex,region\n")
+    if "--out" in command:  # the workload's marginals, one row a cell, from the one model
+        rows = (tmp_path / command[command.index("--out") + 1]).read_text().splitlines()
+        assert rows[0].startswith("query,answer") and rows[1].startswith('"age,sex[0, 0]",')
+        assert len(rows) == 1 + 100 * 2 + 100 * 5 + 2 * 5
 
 
 def test_a_marginal_plan_without_its_marginals_is_refused_before_measuring(tmp_path, capsys):
