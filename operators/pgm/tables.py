@@ -7,6 +7,7 @@ log-sum-exp'ing) the other axes; the attribute order is always the domain order,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -29,12 +30,18 @@ def summed_axes(attrs: Clique, keep: Clique, offset: int = 0) -> tuple[int, ...]
 
 
 def logsumexp(table: np.ndarray, axes: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
-    """log(sum(exp(table))) over ``axes``, stable for large values (tables here are finite)."""
+    """log(sum(exp(table))) over ``axes``, stable for large values (tables here are finite). The summed axes are
+    moved last and flattened first: numpy's reductions over scattered axes ran twice as slowly."""
     if not axes:
         return table
-    top = table.max(axis=axes, keepdims=True)
-    out = np.log(np.exp(table - top).sum(axis=axes, keepdims=True)) + top
-    return out if keepdims else out.squeeze(axis=axes)
+    kept = [a for a in range(table.ndim) if a not in axes]
+    shape = [table.shape[a] for a in kept]
+    flat = table.transpose(kept + list(axes)).reshape(math.prod(shape), -1)
+    top = flat.max(axis=1, keepdims=True)
+    scaled = flat - top
+    np.exp(scaled, out=scaled)
+    out = (np.log(scaled.sum(axis=1)) + top[:, 0]).reshape(shape)
+    return np.expand_dims(out, axes) if keepdims else out
 
 
 def log_marginal(table: np.ndarray, attrs: Clique, keep: Clique) -> np.ndarray:
