@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import main  # noqa: E402
+from common import main, true_marginal  # noqa: E402
 
 import ektelo_ng as ek  # noqa: E402
 from ektelo_ng.operators.residual import SubsetFamily  # noqa: E402
@@ -38,11 +38,6 @@ CHUNK = 20_000  # marginals reconstructed per call (about 160 MB of 3-way tensor
 
 def _workload(d: int) -> list[tuple[int, ...]]:
     return [()] + [c for k in (1, 2, 3) for c in itertools.combinations(range(d), k)]
-
-
-def _truth(columns: dict[str, np.ndarray], names: list[str], subset: tuple[int, ...]) -> np.ndarray:
-    flat = np.ravel_multi_index([columns[names[i]] for i in subset], (SIZE,) * len(subset))
-    return np.bincount(flat, minlength=SIZE ** len(subset)).reshape((SIZE,) * len(subset))
 
 
 def _pipeline(d: int, max_host_cells: int = 10_000) -> dict:
@@ -78,7 +73,9 @@ def _pipeline(d: int, max_host_cells: int = 10_000) -> dict:
 
     sample = [workload[i] for i in np.random.default_rng(1).choice(np.arange(1 + d + d * (d - 1) // 2, len(workload)), 200)]
     got = estimate.marginals(sample)
-    ratios = [np.mean((got[s] - _truth(columns, names, s)) ** 2) / estimate.variance(s) for s in sample]
+    sizes = dict.fromkeys(names, SIZE)
+    ratios = [np.mean((got[s] - true_marginal(columns, sizes, [names[i] for i in s])) ** 2) / estimate.variance(s)
+              for s in sample]
     return {
         "d": d, "rows": ROWS, "marginals": len(workload), "residual_sets": len(family), "hosts": len(hosts),
         "max_host_cells": max_host_cells, "kernel_requests": len(session.transcript()),

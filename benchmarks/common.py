@@ -7,12 +7,21 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
 
 
 def peak_memory_mb() -> float:
     """Peak resident memory of this process so far (Linux reports kilobytes)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def true_marginal(columns: Mapping[str, np.ndarray], sizes: Mapping[str, int], names: Sequence[str]) -> np.ndarray:
+    """The exact count tensor of the records ``columns`` over the attributes ``names`` (at least one; axes in that order)."""
+    shape = [sizes[a] for a in names]
+    flat = np.ravel_multi_index([columns[a] for a in names], shape)
+    return np.bincount(flat, minlength=int(np.prod(shape))).reshape(shape)
 
 
 def timed(fn: Callable[[], dict]) -> dict:
