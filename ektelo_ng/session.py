@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import importlib.util
 import subprocess
 import sys
 import tempfile
@@ -154,6 +155,39 @@ def _read_parquet(path: Path) -> dict[str, np.ndarray]:
         return {name: np.asarray(column) for name, column in columns.items()}
     table = pyarrow.parquet.read_table(path)
     return {name: table.column(name).to_numpy() for name in table.column_names}
+
+
+TABLE_FORMATS = (".csv", ".parquet")
+
+
+def check_writable(path: Path) -> None:
+    """Refuse, before anything is spent, a table path that could not be written: an unknown format, Parquet
+    without pyarrow, or a folder that does not exist."""
+    path = Path(path)
+    if path.suffix.lower() not in TABLE_FORMATS:
+        raise ValueError(f"{path}: write a table as .csv or .parquet, not {path.suffix or 'a file without a suffix'}")
+    if path.suffix.lower() == ".parquet" and importlib.util.find_spec("pyarrow") is None:
+        raise ImportError(f"writing the Parquet file {path} needs pyarrow: pip install -e '.[parquet]', or write .csv")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"{path}: folder {path.parent} does not exist")
+
+
+def write_columns(columns: Mapping[str, np.ndarray], path: Path) -> None:
+    """Columns as a table file, read back by :func:`read_columns`: CSV with a header row, or Parquet (pyarrow)."""
+    path = Path(path)
+    check_writable(path)
+    if path.suffix.lower() == ".parquet":
+        import pyarrow
+        import pyarrow.parquet
+
+        pyarrow.parquet.write_table(pyarrow.table({name: np.asarray(c) for name, c in columns.items()}), path)
+        return
+    names = list(columns)
+    body = np.column_stack([np.asarray(columns[n]).astype(str) for n in names]) if names else np.empty((0, 0))
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows(body.tolist())
 
 
 def _read_csv(path: Path) -> dict[str, np.ndarray]:

@@ -75,7 +75,7 @@ class Estimate(ABC):
         try:
             import pandas
         except ImportError:
-            raise ImportError("to_frame needs pandas (pip install pandas); to_csv and to_json do not") from None
+            raise ImportError("to_frame needs pandas (pip install -e '.[pandas]'); to_csv and to_json do not") from None
         return pandas.DataFrame.from_records(self.records(W, level))
 
     def to_csv(self, path=None, W=None, level: float = 0.95) -> str | None:

@@ -191,3 +191,70 @@ def test_least_squares_is_the_default_loss_for_either_noise_and_l1_is_there_on_r
         default = pgm.fit(DOMAIN, measured, iterations=30)
         assert default.history == pgm.fit(DOMAIN, measured, iterations=30, loss="l2").history
         assert default.history != pgm.fit(DOMAIN, measured, iterations=30, loss="l1").history
+
+
+LABELLED = {"a": 6, "b": ["low", "mid", "high", "top"], "c": 3}
+
+
+def test_synthetic_records_carry_the_domains_labels_and_make_a_data_frame(monkeypatch):
+    columns = skewed_table(4)
+    session = ek.protect(columns, LABELLED, ek.ZCDP(1), seed=0)
+    model = ek.catalog["ResidualPlanner+PGM"](session.source, WORKLOAD, ek.ZCDP(1))
+    codes = model.synthetic(500, seed=1)
+    named = model.synthetic(500, seed=1, labels=True)
+    assert codes["b"].dtype.kind == "i" and set(named["b"]) <= set(LABELLED["b"])
+    np.testing.assert_array_equal(named["b"], np.asarray(LABELLED["b"])[codes["b"]])  # the same draw, labelled
+    np.testing.assert_array_equal(named["a"], codes["a"])  # no labels: codes
+    if importlib.util.find_spec("pandas"):
+        frame = model.synthetic_frame(500, seed=1)
+        assert list(frame.columns) == ["a", "b", "c"] and len(frame) == 500
+        assert list(frame["b"]) == list(named["b"])
+    monkeypatch.setitem(__import__("sys").modules, "pandas", None)  # as if pandas were not installed
+    with pytest.raises(ImportError, match=r"needs pandas .*\[pandas\]"):
+        model.synthetic_frame(10)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_run_writes_labelled_synthetic_records_that_read_back_as_a_table(tmp_path, capsys, suffix):
+    """The records come out as the table went in: the same columns, labels where the domain has them; CSV or
+    Parquet, and either reads back with the project's own table reader."""
+    import json
+
+    from ektelo_ng.session import read_columns
+
+    if suffix == ".parquet":
+        pytest.importorskip("pyarrow")
+    columns = skewed_table(5)
+    table = tmp_path / "t.csv"
+    table.write_text("a,b,c\n" + "\n".join(f"{x},{LABELLED['b'][y]},{z}" for x, y, z in zip(*columns.values())) + "\n")
+    (tmp_path / "domain.json").write_text(json.dumps(LABELLED))
+    out = tmp_path / f"synthetic{suffix}"
+    assert main(["run", "ResidualPlanner+PGM", "--table", str(table), "--domain", str(tmp_path / "domain.json"),
+                 "--budget", "rho=1", "--workload", "kway:6x4x3:2", "--in-process", "--seed", "3", "--synthetic",
+                 str(out)]) == 0
+    records = read_columns(out, ek.Domain.from_dict(LABELLED))
+    assert list(records) == ["a", "b", "c"] and abs(len(records["b"]) - 2000) < 100
+    assert {str(v) for v in records["b"]} <= set(LABELLED["b"]) and len({str(v) for v in records["b"]}) > 1
+    assert {int(v) for v in records["a"]} <= set(range(6))
+    assert f"saved {out}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name, says", [("s.xlsx", "write a table as .csv or .parquet"),
+                                        ("missing/s.csv", "does not exist")])
+def test_run_refuses_a_synthetic_path_it_could_not_write_before_spending(tmp_path, capsys, name, says):
+    table = tmp_path / "t.csv"
+    table.write_text("a,b,c\n1,2,0\n3,1,2\n")
+    assert main(["run", "ResidualPlanner+PGM", "--table", str(table), "--domain", "a=6,b=4,c=3", "--budget",
+                 "rho=1", "--workload", "kway:6x4x3:2", "--in-process", "--synthetic", str(tmp_path / name)]) == 2
+    captured = capsys.readouterr()
+    assert says in captured.err and "budget: spent" not in captured.out
+
+
+def test_parquet_without_pyarrow_is_refused_by_name(tmp_path, monkeypatch):
+    from ektelo_ng.session import check_writable
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "pyarrow" else real(name, *rest))
+    with pytest.raises(ImportError, match=r"needs pyarrow: pip install -e '\.\[parquet\]', or write \.csv"):
+        check_writable(tmp_path / "s.parquet")
+    check_writable(tmp_path / "s.csv")  # CSV needs nothing

@@ -16,7 +16,7 @@ import numpy as np
 
 from ektelo_ng.figures import pyplot
 from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
-from ektelo_ng.session import BACKENDS, connect, kernel_process, protect
+from ektelo_ng.session import BACKENDS, check_writable, connect, kernel_process, protect, write_columns
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
 from ektelo_ng.kernel.matrix import Identity
 from ektelo_ng.operators.client import Session
@@ -56,16 +56,18 @@ def register(subcommands) -> None:
                         help="save results: .json (everything) or .csv (one row per answer: answer, variance, std, "
                              "interval, method)")
     parser.add_argument("--synthetic", type=Path,
-                        help="with a plan that fits a model (ResidualPlanner+PGM): write synthetic records to this CSV, "
-                             "as many as the model's estimated total (seeded by --seed)")
+                        help="with a plan that fits a model (ResidualPlanner+PGM, PrivBayes+PGM): write synthetic "
+                             "records to this .csv or .parquet file (Parquet needs the parquet extra), as many as the "
+                             "model's estimated total, with the domain's value labels where it has them (seeded by "
+                             "--seed)")
     parser.add_argument("--plot", type=Path,
-                        help="with a plan that fits a model (ResidualPlanner+PGM): save a figure of the fit's loss "
-                             "against iteration (PNG; needs the plot extra)")
+                        help="with a plan that fits a model (ResidualPlanner+PGM, PrivBayes+PGM): save a figure of "
+                             "the fit's loss against iteration (PNG; needs the plot extra)")
     parser.set_defaults(run=run)
 
 
 _NO_MODEL = ("{plan} fits no model (to draw synthetic records from, or plot the fit of); use a plan that "
-             "fits one (ResidualPlanner+PGM)")
+             "fits one (ResidualPlanner+PGM, PrivBayes+PGM)")
 
 
 def load_plan(path: Path, domain: str | None = None):
@@ -108,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(_NO_MODEL.format(plan=args.plan))
     if args.plot:
         pyplot()
+    if args.synthetic:
+        check_writable(args.synthetic)
     plan = load_plan(args.plan, args.domain)
     budget = parse_budget(args.budget)
     if args.connect or args.credential:
@@ -154,11 +158,9 @@ def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Sess
     if args.synthetic:
         if not hasattr(estimate, "synthetic"):  # a plan script: known only once it has run
             raise ValueError(_NO_MODEL.format(plan=args.plan))
-        records = estimate.synthetic(seed=args.seed)
-        names = list(records)
-        rows = np.column_stack([records[name] for name in names]) if names else np.empty((0, 0))
-        np.savetxt(args.synthetic, rows, fmt="%d", delimiter=",", header=",".join(names), comments="")
-        print(f"saved {args.synthetic}: {len(rows)} synthetic records")
+        records = estimate.synthetic(seed=args.seed, labels=True)
+        write_columns(records, args.synthetic)
+        print(f"saved {args.synthetic}: {len(next(iter(records.values())))} synthetic records")
     if args.plot:
         _plot_history(estimate, args.plot)
         print(f"saved {args.plot}")

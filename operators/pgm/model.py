@@ -42,8 +42,10 @@ class Model(MarginalEstimate):
     def _marginal(self, subset: Clique) -> np.ndarray:
         """The count tensor over sorted positions ``subset``."""
 
-    def synthetic(self, n_rows: int | None = None, seed: int | np.random.Generator | None = None) -> dict[str, np.ndarray]:
-        """``n_rows`` synthetic records (default: the total, rounded) as ``{name: integer codes}``."""
+    def synthetic(self, n_rows: int | None = None, seed: int | np.random.Generator | None = None, *,
+                  labels: bool = False) -> dict[str, np.ndarray]:
+        """``n_rows`` synthetic records (default: the total, rounded) as ``{name: integer codes}``; with
+        ``labels``, an attribute that has value labels gives them instead of its codes (as the table was read)."""
         rows = int(round(self.total)) if n_rows is None else n_rows
         if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or not 0 <= rows <= MAX_ROWS:
             raise ValueError(f"n_rows must be a whole number from 0 to {MAX_ROWS:,}, got {n_rows!r}")
@@ -51,7 +53,17 @@ class Model(MarginalEstimate):
                 or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool))):
             raise ValueError(f"seed must be a whole number, a numpy Generator or None, got {seed!r}")
         records = self._sample(int(rows), np.random.default_rng(seed))
-        return {name: records[:, i] for i, name in enumerate(self.domain.names)}
+        return {a.name: np.asarray(a.labels)[records[:, i]] if labels and a.labels else records[:, i]
+                for i, a in enumerate(self.domain.attributes)}
+
+    def synthetic_frame(self, n_rows: int | None = None, seed: int | np.random.Generator | None = None):
+        """The synthetic records as a pandas DataFrame, one column per attribute, labels where the domain has
+        them (needs pandas)."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("synthetic_frame needs pandas (pip install -e '.[pandas]'); synthetic() does not") from None
+        return pandas.DataFrame(self.synthetic(n_rows, seed, labels=True))
 
     @abstractmethod
     def _sample(self, n_rows: int, rng: np.random.Generator) -> np.ndarray:
