@@ -334,6 +334,13 @@ def test_clear_refusals():
         model.marginal((0, 1, 2))
 
 
+def test_auto_takes_the_exact_method_while_the_tree_fits_and_the_model_says_which():
+    rng = np.random.default_rng(14)
+    measurements = measure(network(SIZES, rng), CYCLE, rng, 1.0)  # with its chord, tree cliques of 12 or 18 cells
+    assert fit(SIZES, measurements, iterations=5).method == "exact"
+    assert fit(SIZES, measurements, iterations=5, max_clique_cells=10).method == "approximate"
+
+
 @pytest.mark.parametrize("options, message", [
     ({"iterations": 0}, "iterations"), ({"iterations": -5}, "iterations"), ({"iterations": 2.5}, "iterations"),
     ({"total": float("inf")}, "total"), ({"total": float("nan")}, "total"),

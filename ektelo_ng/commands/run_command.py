@@ -200,7 +200,7 @@ def _plot_history(estimate, path: Path) -> None:
     figure, axes = plt.subplots(figsize=(6, 4))
     axes.plot(range(len(history)), history)
     axes.set(yscale="log", xlabel="iteration", ylabel="loss (distance to the noisy measurements)",
-             title=f"{type(estimate).__name__}: fit to the noisy measurements")
+             title=f"Graphical model fit ({estimate.method} method)")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)

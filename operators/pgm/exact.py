@@ -62,6 +62,8 @@ class ExactEngine:
 class JunctionTreeModel(Model):
     """An exact graphical model: any marginal (variable elimination), forward-sampled synthetic records."""
 
+    method = "exact"
+
     def __init__(self, domain: Domain, tree: JunctionTree, counts: list[np.ndarray], total: float,
                  history: list[float], measured: list[Clique]):
         super().__init__(domain, total, history, measured)

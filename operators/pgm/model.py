@@ -26,6 +26,9 @@ MAX_ROWS = 10**8
 class Model(MarginalEstimate):
     """Common face of the exact (junction tree) and approximate (region graph) models."""
 
+    #: Which of ``fit``'s methods made it: "exact" or "approximate" (what ``method="auto"`` chose).
+    method: str
+
     def __init__(self, domain: Domain, total: float, history: list[float], measured: list[Clique]):
         self.domain = domain
         self.total = float(total)

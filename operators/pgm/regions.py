@@ -211,6 +211,8 @@ class RegionEngine:
 class RegionGraphModel(Model):
     """Pseudo-marginals on the regions (``regions``: the maximal measured cliques). See the module's limits."""
 
+    method = "approximate"
+
     def __init__(self, domain: Domain, engine: RegionEngine, state, total: float, history: list[float],
                  measured: list[Clique]):
         super().__init__(domain, total, history, measured)
