@@ -95,13 +95,14 @@ class Accountant:
         """Charge ``cost`` at ``node`` or raise BudgetExceeded having changed nothing."""
         self._apply(self.plan(node, cost), record)
 
-    def charge_many(self, charges: list[tuple[str, Fraction]], record: str = "") -> None:
+    def charge_many(self, charges: list[tuple[str, Fraction]], record: str = "", plan_only: bool = False) -> None:
         """Charge each ``(node, cost)`` in order, as that many ``charge`` calls would, or raise BudgetExceeded
-        having changed nothing (the root spend only grows, so every step fits iff each planned step does)."""
+        having changed nothing (the root spend only grows, so every step fits iff each planned step does);
+        ``plan_only``: check that they fit, changing nothing."""
         updates: dict[str, Fraction] = {}
         for node, cost in charges:
             updates.update(self.plan(node, cost, updates))
-        if updates:
+        if updates and not plan_only:
             self._apply(updates, record)
 
     def _apply(self, updates: dict[str, Fraction], record: str) -> None:

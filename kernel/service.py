@@ -84,17 +84,9 @@ QUADRATIC_LIMIT = 8192
 class Kernel:
     """The protected kernel of one private table."""
 
-    def __init__(
-        self,
-        table: TableBackend,
-        budget: PureDP | ZCDP,
-        *,
-        seed: int | None = None,
-        ledger: str | Path | Account | None = None,
-        max_rows: int = MAX_ROWS,
-        limits: Limits = Limits(),
-        journal: Callable[[dict[str, Any]], None] | None = None,
-    ):
+    def __init__(self, table: TableBackend, budget: PureDP | ZCDP, *, seed: int | None = None,
+                 ledger: str | Path | Account | None = None, max_rows: int = MAX_ROWS, limits: Limits = Limits(),
+                 journal: Callable[[dict[str, Any]], None] | None = None):
         """``max_rows`` is a public bound on the table's records (checked here, never released otherwise):
         rounding-error bounds, hence charges, rest on it, so a tighter one gives slightly less noise. ``ledger``:
         an analyst's ``Account``, or a file where this kernel spends the whole budget as the analyst "owner";
@@ -135,8 +127,10 @@ class Kernel:
             try:
                 response = _OPERATIONS[type(request)](self, request)
                 if isinstance(response, _Measurement):  # the one place where budget is charged
+                    self._accountant.charge_many(response.charges, plan_only=True)  # refused before data is read
+                    exact = response.exact()
                     self._accountant.charge_many(response.charges, record=request.op)
-                    response = response.release()
+                    response = response.release(exact)
             except BudgetExceeded as error:
                 response = p.ErrorInfo(error="budget_exceeded", message=str(error))
             except UnknownSource as error:
@@ -315,13 +309,13 @@ class Kernel:
         vector = self._get(request.source, _Vector)
         M = self._matrix(request.matrix, vector.values.size)
         prepared = prepare_laplace(M, request.epsilon, vector.bound, self._accountant.kind)
-        return self._answer(request.source, prepared, M.matrix @ vector.values)
+        return self._answer(request.source, prepared, lambda: M.matrix @ vector.values)
 
     def _op_gaussian(self, request: p.Gaussian) -> _Measurement:
         vector = self._get(request.source, _Vector)
         M = self._matrix(request.matrix, vector.values.size)
         prepared = prepare_gaussian(M, request.rho, request.sigma, vector.bound, self._accountant.kind)
-        return self._answer(request.source, prepared, M.matrix @ vector.values)
+        return self._answer(request.source, prepared, lambda: M.matrix @ vector.values)
 
     def _op_gaussian_batch(self, request: p.GaussianBatch) -> _Measurement:
         """Each item exactly as its own ``gaussian`` request (same matrix, sensitivity, scale, grid, charge);
@@ -339,9 +333,8 @@ class Kernel:
                 memo[key] = prepare_gaussian(matrices[item.matrix], item.rho, item.sigma, vector.bound,
                                              self._accountant.kind)
             prepared.append(memo[key])
-        exact = _products(matrices, [item.matrix for item in request.items], vectors)
 
-        def release() -> p.Answers:
+        def release(exact: list[np.ndarray]) -> p.Answers:
             released = release_many(prepared, exact, self._noise)
             charges = {q.cost: self._accountant.as_budget(q.cost) for q in prepared}
             return p.Answers(answers=[
@@ -350,14 +343,15 @@ class Kernel:
                 for q, values in zip(prepared, released)
             ])
 
-        return _Measurement([(item.source, q.cost) for item, q in zip(request.items, prepared)], release)
+        return _Measurement([(item.source, q.cost) for item, q in zip(request.items, prepared)],
+                            lambda: _products(matrices, [item.matrix for item in request.items], vectors), release)
 
     def _op_noisy_count(self, request: p.NoisyCount) -> _Measurement:
         source = self._get(request.source)
         if isinstance(source, _Table):
-            total, M, bound = np.array([source.backend.count(source.predicate)]), Ones(1, 1), self._max_rows
+            M, bound, total = Ones(1, 1), self._max_rows, lambda: np.array([source.backend.count(source.predicate)])
         else:
-            total, M, bound = np.array([source.values.sum()]), Total(source.values.size), source.bound
+            M, bound, total = Total(source.values.size), source.bound, lambda: np.array([source.values.sum()])
         prepared = prepare_laplace(M, request.epsilon, bound, self._accountant.kind)
         return self._answer(request.source, prepared, total)
 
@@ -368,15 +362,15 @@ class Kernel:
         if estimate.shape != vector.values.shape or not np.all(np.isfinite(estimate)):
             raise ValueError(f"the estimate must be {vector.values.size} finite numbers, got shape {estimate.shape}")
         sensitivity = prepare_exponential(W, estimate, vector.bound, request.epsilon)
-        scores = np.abs(W.matrix @ (vector.values - estimate))
-        return self._selection(request, lambda: select_worst(self._noise, scores, request.epsilon, sensitivity))
+        return self._selection(request, lambda: np.abs(W.matrix @ (vector.values - estimate)),
+                               lambda scores: select_worst(self._noise, scores, request.epsilon, sensitivity))
 
     def _op_dyadic_deviations(self, request: p.DyadicDeviations) -> _Measurement:
         vector = self._get(request.source, _Vector)
         if vector.values.size < 2:
             raise ValueError("dyadic deviations need a vector of at least 2 cells")
         prepared = prepare_dyadic_deviations(vector.values.size, vector.bound, request.epsilon, self._accountant.kind)
-        return self._answer(request.source, prepared, dyadic_deviations(vector.values.astype(np.float64)))
+        return self._answer(request.source, prepared, lambda: dyadic_deviations(vector.values.astype(np.float64)))
 
     def _op_split_points(self, request: p.SplitPoints) -> _Measurement:
         vector = self._get(request.source, _Vector)
@@ -389,13 +383,12 @@ class Kernel:
                 )
             previous_stop = stop
         self._limits.steps("PHP's split scores", sum(2 * (stop - start) ** 2 for start, stop in request.intervals))
-        values = vector.values.astype(np.float64)
-        scores = [(split_scores(values[start:stop]),
-                   selectable(request.epsilon, split_sensitivity(stop - start, vector.bound)))
-                  for start, stop in request.intervals]
+        sensitivities = [selectable(request.epsilon, split_sensitivity(stop - start, vector.bound))
+                         for start, stop in request.intervals]
         return self._selection(request, lambda: [  # disjoint intervals: parallel composition, one charge of eps
+            split_scores(vector.values[a:b].astype(np.float64)) for a, b in request.intervals], lambda scores: [
             start + 1 + select_worst(self._noise, s, request.epsilon, sensitivity)
-            for (start, _), (s, sensitivity) in zip(request.intervals, scores)])
+            for (start, _), s, sensitivity in zip(request.intervals, scores, sensitivities)])
 
     def _op_fourier_select(self, request: p.FourierSelect) -> _Measurement:
         vector = self._get(request.source, _Vector)
@@ -406,8 +399,8 @@ class Kernel:
         if np.abs(offsets).max(initial=0.0) >= 2.0**500:
             raise ValueError("offsets must be below 2^500 in magnitude")
         sensitivity = selectable(request.epsilon, fourier_sensitivity(n, vector.bound, offsets))
-        scores = -(fourier_tail_norms(vector.values.astype(np.float64)) + offsets)
-        return self._selection(request, lambda: 1 + select_worst(self._noise, scores, request.epsilon, sensitivity))
+        return self._selection(request, lambda: -(fourier_tail_norms(vector.values.astype(np.float64)) + offsets),
+                               lambda scores: 1 + select_worst(self._noise, scores, request.epsilon, sensitivity))
 
     def _op_structure_first(self, request: p.StructureFirst) -> _Measurement:
         vector = self._get(request.source, _Vector)
@@ -420,42 +413,44 @@ class Kernel:
         self._limits.steps("StructureFirst's dynamic program", (n + 1) * (n + 257) * request.buckets // 2)
         sensitivity = selectable(request.epsilon / (request.buckets - 1), structure_first_sensitivity(
             vector.values.size, request.bound, request.buckets, vector.bound))
-        costs = bucket_costs(np.clip(vector.values.astype(np.float64), 0.0, request.bound), request.buckets - 1)
-        return self._selection(request, lambda: structure_first_boundaries(  # buckets - 1 draws, one charge of eps
-            self._noise, costs, request.buckets, request.epsilon, sensitivity))
+        return self._selection(request, lambda: bucket_costs(
+            np.clip(vector.values.astype(np.float64), 0.0, request.bound), request.buckets - 1),
+            lambda costs: structure_first_boundaries(  # buckets - 1 draws, one charge of eps
+                self._noise, costs, request.buckets, request.epsilon, sensitivity))
 
     def _op_privbayes_select(self, request: p.PrivBayesSelect) -> _Measurement:
         table = self._get(request.source, _Table)
         tables = self._marginals(table, [[child, *parents] for child, parents in request.candidates])
         self._limits.steps("PrivBayes's scores", 64 * sum(t.domain.size for t in tables))  # about 70 ns a cell
         sensitivity = selectable(request.epsilon, dependence_sensitivity(self._max_rows))
-        self._accountant.plan(request.source, exponential_cost(request.epsilon, self._accountant.kind))  # no free work
         children = [table.backend.domain.index(child) for child, _ in request.candidates]
-        scores = np.array([dependence_score(t.backend.histogram(t.attributes, t.predicate), t.attributes.index(c))
-                           for t, c in zip(tables, children)])
-        return self._selection(request, lambda: select_worst(self._noise, scores, request.epsilon, sensitivity))
+        return self._selection(request, lambda: np.array([
+            dependence_score(t.backend.histogram(t.attributes, t.predicate), t.attributes.index(c))
+            for t, c in zip(tables, children)]),
+            lambda scores: select_worst(self._noise, scores, request.epsilon, sensitivity))
 
-    def _selection(self, request, pick: Callable[[], int | list[int]]) -> _Measurement:
-        """An exponential-mechanism request charged eps (eps^2/8 under zCDP); ``pick`` draws its choice."""
+    def _selection(self, request, scores: Callable[[], Any], pick: Callable[[Any], int | list[int]]) -> _Measurement:
+        """An exponential-mechanism request charged eps (eps^2/8 under zCDP): ``scores`` reads the data, ``pick``
+        draws the choice from them."""
         cost = exponential_cost(request.epsilon, self._accountant.kind)
 
-        def release() -> p.Selected | p.Splits:
-            choice, charge = pick(), self._accountant.as_budget(cost)
+        def release(exact) -> p.Selected | p.Splits:
+            choice, charge = pick(exact), self._accountant.as_budget(cost)
             if isinstance(choice, list):
                 return p.Splits(indices=choice, charge=charge, seeded=self._seeded)
             return p.Selected(index=choice, charge=charge, seeded=self._seeded)
 
-        return _Measurement([(request.source, cost)], release)
+        return _Measurement([(request.source, cost)], scores, release)
 
-    def _answer(self, source: str, prepared: Prepared, exact: np.ndarray) -> _Measurement:
-        def release() -> p.Answer:
+    def _answer(self, source: str, prepared: Prepared, exact: Callable[[], np.ndarray]) -> _Measurement:
+        def release(exact: np.ndarray) -> p.Answer:
             values = prepared.release(exact, self._noise)
             return p.Answer(
                 values=p.ArrayData.of(values), noise=prepared.noise, scale=prepared.scale, grid=prepared.grid,
                 charge=self._accountant.as_budget(prepared.cost), seeded=self._seeded,
             )
 
-        return _Measurement([(source, prepared.cost)], release)
+        return _Measurement([(source, prepared.cost)], exact, release)
 
     # ---- public state ------------------------------------------------------------------
     def _op_budget(self, request: p.BudgetStatus) -> p.BudgetInfo:
@@ -506,11 +501,13 @@ class Kernel:
 
 @dataclass(frozen=True)
 class _Measurement:
-    """A measurement validated and prepared from public facts, with its exact pre-noise values or scores
-    computed: the charges it needs, and its release, which only draws noise and cannot fail."""
+    """A measurement validated and prepared from public facts: the charges it needs; ``exact``, which reads the
+    data (its pre-noise values or scores) once the charges are known to fit; and ``release``, which only draws
+    noise from them and cannot fail."""
 
     charges: list[tuple[str, Fraction]]
-    release: Callable[[], Any]
+    exact: Callable[[], Any]
+    release: Callable[[Any], Any]
 
 
 _OPERATIONS: dict[type, Callable[[Kernel, Any], Any]] = {
