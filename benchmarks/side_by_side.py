@@ -127,12 +127,11 @@ def compare(columns: Mapping[str, np.ndarray], sizes: Mapping[str, int], measure
     rows = len(next(iter(columns.values())))
     started = time.perf_counter()
     model = pgm.fit(dict(sizes), measurements, iterations=iterations)
-    out: dict = {"method": type(model).__name__, "pgm_seconds": round(time.perf_counter() - started, 2),
+    out: dict = {"method": model.method, "pgm_seconds": round(time.perf_counter() - started, 2),
                  "pgm_iterations": len(model.history) - 1}
     estimates: dict[str, Marginal] = {"ls": least_squares, "pgm": model.marginal}
     if with_mbi and mbi_available():
-        method = "exact" if isinstance(model, pgm.JunctionTreeModel) else "approximate"
-        estimates["mbi"], times = mbi_fit(names, shape, measurements, model.total, method, iterations)
+        estimates["mbi"], times = mbi_fit(names, shape, measurements, model.total, model.method, iterations)
         out.update(times, pgm_over_mbi_seconds=round(out["pgm_seconds"] / times["mbi_seconds"], 3))
     for group, subsets in groups.items():
         truths = [true_marginal(columns, sizes, [names[i] for i in s]) for s in subsets]

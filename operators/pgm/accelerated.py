@@ -7,8 +7,9 @@ exp(-step * grad), project), and moves x' = (1 - theta) x + theta z'; then theta
 - theta^2) / 2. The loss falls as O(L D / k^2) when L bounds its curvature against D (Tseng's Prop. 1); L is
 found by backtracking: a step is kept when f(x') <= f(y) + <grad, x' - y> + theta^2 L D(z', z), else L doubles.
 Each step first tries 0.8 L, so L can follow the curvature down as well (the analysis assumes an L that never
-shrinks; the restarts below keep the loss from rising when the guess was too bold). Marginals are linear in the tables, so those of x and y are the same
-mixtures of z's. When the loss rises the momentum restarts (theta = 1, z = x: O'Donoghue and Candes 2015).
+shrinks; the restarts below keep the loss from rising when the guess was too bold). Marginals are linear in the
+tables, so those of x and y are the same mixtures of z's. When the loss rises the momentum restarts (theta = 1,
+z = x: O'Donoghue and Candes 2015).
 """
 
 from __future__ import annotations
