@@ -99,7 +99,7 @@ def _all_marginals(domain: dict[str, int]):
 
 
 def _up_to_3way(d: int, n: int) -> list:
-    from ektelo_ng.kernel.matrix import Identity, Total
+    from ektelo_ng.operators.matrix import Identity, Total
 
     subsets = [s for k in range(4) for s in itertools.combinations(range(d), k)]
     return [(s, Identity(n ** len(s)) if s else Total(1)) for s in subsets]

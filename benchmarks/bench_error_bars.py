@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import main  # noqa: E402
-from ektelo_ng.kernel.matrix import Kronecker  # noqa: E402
+from ektelo_ng.operators.matrix import Kronecker  # noqa: E402
 from ektelo_ng.kernel.privacy import PureDP, ZCDP  # noqa: E402
 from ektelo_ng.operators.matrices import Prefix  # noqa: E402
 from ektelo_ng.operators.selection import hb, residual_planner  # noqa: E402

@@ -21,7 +21,7 @@ import math
 import sys
 import time
 
-from ektelo_ng.kernel.matrix import AllRange
+from ektelo_ng.operators.matrix import AllRange
 from ektelo_ng.operators.matrices import Marginals, Prefix
 from ektelo_ng.operators.selection.hdmm import hdmm, identity_strategy, opt_0, opt_kron, opt_marginals
 from ektelo_ng.operators.workload import RandomRange
@@ -96,7 +96,7 @@ def measure_reconstruct_kron_1e8():
 
     import ektelo_ng as ek
     from ektelo_ng.kernel.limits import Limits
-    from ektelo_ng.kernel.matrix import Kronecker
+    from ektelo_ng.operators.matrix import Kronecker
     from ektelo_ng.plans.hdmm import hdmm as hdmm_plan
 
     sizes = {f"a{i}": 100 for i in range(4)}

@@ -20,7 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from common import main  # noqa: E402
 
-from ektelo_ng.kernel.matrix import Matrix  # noqa: E402
+from ektelo_ng.operators.matrix import Matrix  # noqa: E402
 from ektelo_ng.operators.measurement import Measurement, known_total  # noqa: E402
 from ektelo_ng.operators.inference import least_squares, multiplicative_weights, nnls  # noqa: E402
 from ektelo_ng.operators.selection import classic  # noqa: E402

@@ -22,7 +22,7 @@ from common import main  # noqa: E402
 
 import ektelo_ng as ek  # noqa: E402
 from ektelo_ng.session import kernel_process  # noqa: E402
-from ektelo_ng.kernel.matrix import Identity, Kronecker  # noqa: E402
+from ektelo_ng.operators.matrix import Identity, Kronecker  # noqa: E402
 from ektelo_ng.operators.matrices import Hierarchical, Prefix  # noqa: E402
 
 SIZES = {"a": 10, "b": 10, "c": 100, "d": 1000}  # 10^7 cells

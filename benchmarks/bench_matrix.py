@@ -17,7 +17,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from common import main  # noqa: E402
 
-from ektelo_ng.kernel.matrix import AllRange, Dense, Identity, Kronecker  # noqa: E402
+from ektelo_ng.operators.matrix import AllRange, Dense, Identity, Kronecker  # noqa: E402
 from ektelo_ng.operators.matrices import Hierarchical, Prefix  # noqa: E402
 from ektelo_ng.operators.algebra import gram, trace  # noqa: E402
 from ektelo_ng.operators.error import expected_error  # noqa: E402

@@ -30,7 +30,7 @@ from common import main  # noqa: E402
 
 import ektelo_ng as ek  # noqa: E402
 from ektelo_ng.gateway.owner import init_service  # noqa: E402
-from ektelo_ng.kernel.matrix import Identity  # noqa: E402
+from ektelo_ng.operators.matrix import Identity  # noqa: E402
 
 REQUESTS = 10_000
 SECONDS = 20.0

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from common import true_marginal
-from ektelo_ng.kernel.matrix import Identity, Kronecker, Weighted
+from ektelo_ng.operators.matrix import Identity, Kronecker, Weighted
 from ektelo_ng.operators import pgm
 from ektelo_ng.operators.pgm.loss import terms
 

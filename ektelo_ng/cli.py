@@ -40,14 +40,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    return guarded(args.command, lambda: args.run(args))
+
+
+def guarded(command: str, run) -> int:
+    """``run()``'s exit code; a user's interruption or a refusal becomes one line on stderr, not a traceback."""
     try:
-        return int(args.run(args) or 0)
+        return int(run() or 0)
     except KeyboardInterrupt:  # the user stopped it: say so, no traceback (130 = 128 + SIGINT, as shells do)
-        print(f"ektelo-ng {args.command}: interrupted", file=sys.stderr)
+        print(f"ektelo-ng {command}: interrupted", file=sys.stderr)
         return 130
     except (KernelError, ValueError, OSError, KeyError, ImportError) as error:  # one line: what, why, what to do
-        print(f"ektelo-ng {args.command}: error: {error.args[0] if isinstance(error, KeyError) else error}",
-              file=sys.stderr)
+        print(f"ektelo-ng {command}: error: {error.args[0] if isinstance(error, KeyError) else error}", file=sys.stderr)
         return 2
 
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ektelo_ng.grammar import parse_domain, parse_marginals
 from ektelo_ng.kernel.domain import Domain
-from ektelo_ng.kernel.matrix import Dense, Matrix
+from ektelo_ng.operators.matrix import Dense, Matrix
 from ektelo_ng.operators import workload as wl
 from ektelo_ng.operators.selection.hdmm.gram import product_terms
 from ektelo_ng.operators.selection.query_smasher.classes import CLASSES, circular_ranges, class_queries

@@ -72,7 +72,7 @@ class Gatekeeper:
 
     def __init__(self, table: TableBackend, ledger: SqliteLedger, *, audit: AuditLog | None = None,
                  rate: Rate | None = None, **options: Any):
-        self.ledger, self._audit, self._rate, self._options = ledger, audit, rate or Rate(), options
+        self.ledger, self.audit, self._rate, self._options = ledger, audit, rate or Rate(), options
         self._table = _Serialized(table)
         self._kernels: dict[str, Kernel] = {}
         self._lock = threading.Lock()
@@ -88,12 +88,17 @@ class Gatekeeper:
         return p.ErrorInfo(error="unauthenticated", message="unknown analyst, wrong token, or revoked: nothing was "
                            "done")
 
-    def handle(self, analyst: str, text: str | bytes) -> str:
-        """Answer one request of an authenticated ``analyst`` (as JSON), unless revoked or over its rate, or the
-        audit log cannot be written (nothing is done unaudited)."""
-        if self._audit is not None and self._audit.failure is not None:
-            return p.ErrorInfo(error="busy", message=f"the kernel cannot write its audit log ({self._audit.failure}); "
+    def handle(self, analyst: str, text: str | bytes, deadline: float | None = None) -> str:
+        """Answer one request of an authenticated ``analyst`` (as JSON) by ``deadline`` (``time.monotonic()``),
+        unless revoked, over its rate or its share of the audit log, or the audit log cannot be written (nothing is
+        done unaudited)."""
+        if self.audit is not None and self.audit.failure is not None:
+            return p.ErrorInfo(error="busy", message=f"the kernel cannot write its audit log ({self.audit.failure}); "
                                "nothing was done: tell the data owner").model_dump_json()
+        if self.audit is not None and self.audit.over_quota(analyst):
+            self._record(analyst, None, "audit_quota")
+            return p.ErrorInfo(error="busy", message=f"your share of the audit log ({self.audit.quota} bytes) is used "
+                               "up: nothing was done; ask the data owner to raise it").model_dump_json()
         if self.ledger.credential(analyst) is None:
             self._record(analyst, None, "unauthenticated")
             raise SessionEnded(p.ErrorInfo(error="unauthenticated", message=f"analyst {analyst!r} was revoked; "
@@ -105,7 +110,7 @@ class Gatekeeper:
             return p.ErrorInfo(error="rate_limited", message=f"more than {self._rate.per_second:g} requests a second "
                                f"(bursts of {self._rate.burst}); nothing was done: wait and retry").model_dump_json()
         self._throttled.discard(analyst)
-        return self._kernel(analyst).handle_json(text)
+        return self._kernel(analyst).handle_json(text, deadline)
 
     def _kernel(self, analyst: str) -> Kernel:
         """The analyst's kernel, built on its first request (outside the lock: the first requests of different
@@ -113,12 +118,12 @@ class Gatekeeper:
         kernel = self._kernels.get(analyst)
         if kernel is None:
             share = type(self.ledger.total)(self.ledger.shares(analyst)[0].share)
-            journal = None if self._audit is None else lambda entry: self._audit.record(analyst, entry)
+            journal = None if self.audit is None else lambda entry: self.audit.record(analyst, entry)
             built = Kernel(self._table, share, ledger=self.ledger.account(analyst), journal=journal, **self._options)
             with self._lock:
                 kernel = self._kernels.setdefault(analyst, built)
         return kernel
 
     def _record(self, analyst: str | None, op: str | None, outcome: str) -> None:
-        if self._audit is not None:
-            self._audit.record(analyst, {"op": op, "charge": None, "outcome": outcome})
+        if self.audit is not None:
+            self.audit.record(analyst, {"op": op, "charge": None, "outcome": outcome})

@@ -22,8 +22,7 @@ from typing import Protocol
 
 from pydantic import ValidationError
 
-from .wire import MAX_FRAME, FrameTooLarge, Hello, Welcome, is_loopback, parse_address, read_frame, \
-    tune_socket, write_frame
+from .wire import MAX_FRAME, FrameTooLarge, Hello, Welcome, parse_address, read_frame, tune_socket, write_frame
 from ..kernel import protocol as p
 
 
@@ -33,7 +32,8 @@ class Gate(Protocol):
     def authenticate(self, analyst: str, token: str, peer: str) -> p.ErrorInfo | None:
         """None to let ``analyst`` in, or the refusal."""
 
-    def handle(self, analyst: str, text: bytes) -> str: ...
+    def handle(self, analyst: str, text: bytes, deadline: float) -> str:
+        """The reply to one request, answered by ``deadline`` (``time.monotonic()``) or refused as timed out."""
 
 
 @dataclass(frozen=True)
@@ -43,14 +43,16 @@ class ServerLimits:
     per_analyst: int = 8
     """Sessions one analyst may hold open."""
     opening: int = 16
-    """Connections still in TLS or before their hello (an unauthenticated flood waits here, not in the sessions)."""
+    """Connections still in TLS or before their hello (an unauthenticated flood waits here, not in the sessions);
+    when all are taken, a new one pre-empts the one that has waited longest."""
     opening_per_peer: int = 4
     """Of those, from one network address (a unix socket's peers are the owner or its group)."""
     frame: int = MAX_FRAME
     """Largest request frame in bytes."""
     request_seconds: float = 60.0
-    """Wall-clock wait for one answer; past it the connection gets a timeout and is closed (the request still
-    finishes in the kernel, and a charge it made stands: charges are never refunded)."""
+    """Wall-clock time for one answer: the kernel stops a request at this deadline, before its charge, and answers
+    that it timed out; a reply still missing half as long again later gets a timeout frame and the connection is
+    closed."""
     hello_seconds: float = 10.0
     """Time a new connection has to finish TLS and send its hello, in all."""
     write_seconds: float = 60.0
@@ -124,6 +126,38 @@ class _Watchdog:
                         session.sock.shutdown(socket.SHUT_RDWR)
 
 
+class _Openings:
+    """Connections before their hello: at most ``limit`` in all and ``per_peer`` from one address. When every slot is
+    taken, a new connection from an address with room pre-empts the connection that has waited longest (it is shut
+    down): a valid hello takes milliseconds, so connections that never start TLS or never say hello cannot keep an
+    analyst out, however long they are allowed to wait."""
+
+    def __init__(self, limit: int, per_peer: int):
+        self._limit, self._per_peer = limit, per_peer
+        self._waiting: dict[socket.socket, str | None] = {}  # oldest first
+        self._lock = threading.Lock()
+
+    def admit(self, sock: socket.socket, peer: str | None) -> bool:
+        with self._lock:
+            if peer is not None and sum(p == peer for p in self._waiting.values()) >= self._per_peer:
+                return False
+            oldest = next(iter(self._waiting)) if len(self._waiting) >= self._limit else None
+            if oldest is not None:
+                del self._waiting[oldest]
+            self._waiting[sock] = peer
+        if oldest is not None:
+            with contextlib.suppress(OSError):
+                oldest.shutdown(socket.SHUT_RDWR)  # its handler's TLS or hello fails, and it ends
+        return True
+
+    def done(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._waiting.pop(sock, None)
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+
 class _Handler(socketserver.BaseRequestHandler):
     server: _Server
 
@@ -141,7 +175,7 @@ class _Handler(socketserver.BaseRequestHandler):
                 analyst = self._hello(session.sock)
             server.watchdog.end(session)
         finally:
-            server.opened(self.client_address)
+            server.openings.done(self.request)
         if analyst is None:
             session.close()
             return
@@ -180,9 +214,10 @@ class _Handler(socketserver.BaseRequestHandler):
             return False
         if payload is None:
             return False
-        watchdog.begin(session, limits.request_seconds, self.server.timeout_frame)
+        deadline = time.monotonic() + limits.request_seconds
+        watchdog.begin(session, 1.5 * limits.request_seconds + 1.0, self.server.timeout_frame)
         try:
-            reply, more = self.server.gate.handle(analyst, payload).encode("utf-8"), True
+            reply, more = self.server.gate.handle(analyst, payload, deadline).encode("utf-8"), True
         except SessionEnded as ended:
             reply, more = ended.reply.model_dump_json().encode("utf-8"), False
         if not watchdog.end(session):
@@ -198,42 +233,27 @@ class _Server(socketserver.ThreadingMixIn):
 
     def configure(self, gate: Gate, tls: ssl.SSLContext | None, limits: ServerLimits) -> None:
         self.gate, self.tls, self.limits = gate, tls, limits
-        self.opening = threading.BoundedSemaphore(limits.opening)
+        self.openings = _Openings(limits.opening, limits.opening_per_peer)
         self.watchdog = _Watchdog(min(0.1, limits.hello_seconds / 10, limits.request_seconds / 10))
-        self.timeout_frame = _error("timeout", f"no answer within {limits.request_seconds:g} s; the connection is "
-                                               "closed, and any charge the request makes stands")
+        self.timeout_frame = _error("timeout", f"no answer within {1.5 * limits.request_seconds + 1:g} s; the "
+                                               "connection is closed, and any charge the request made stands")
         self._sessions: Counter[str] = Counter()
-        self._opening: Counter[str | None] = Counter()
         self._sessions_lock = threading.Lock()
 
     def process_request(self, request, client_address) -> None:
-        if not self.opening.acquire(blocking=False) or not self._open(client_address):
+        peer = client_address[0] if isinstance(client_address, tuple) else None
+        if not self.openings.admit(request, peer):
             if self.tls is None:  # over TLS a plain-text frame would only confuse the client
                 with contextlib.suppress(OSError):
-                    write_frame(request, _error("busy", "too many connections are being opened (from your address, or "
-                                                        "in all); try again in a few seconds"))
+                    write_frame(request, _error("busy", "too many connections are being opened from your address; "
+                                                        "try again in a few seconds"))
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
 
-    def _open(self, client_address) -> bool:
-        """Count a connection from its peer's address before its hello, unless the peer has too many already."""
-        peer = client_address[0] if isinstance(client_address, tuple) else None
-        with self._sessions_lock:
-            if peer is not None and self._opening[peer] >= self.limits.opening_per_peer:
-                self.opening.release()
-                return False
-            self._opening[peer] += 1
-        return True
-
-    def opened(self, client_address) -> None:
-        """The connection has said its hello (or failed to): its opening slots are free again."""
-        peer = client_address[0] if isinstance(client_address, tuple) else None
-        with self._sessions_lock:
-            self._opening[peer] -= 1
-            if not self._opening[peer]:
-                del self._opening[peer]
-        self.opening.release()
+    def opening_connections(self) -> int:
+        """Connections that have not yet said their hello."""
+        return len(self.openings)
 
     def enter(self, analyst: str) -> p.ErrorInfo | None:
         """Count a new session of ``analyst``, or the refusal if the server or the analyst has too many."""
@@ -280,7 +300,8 @@ def make_server(gate: Gate, address: str, *, tls: ssl.SSLContext | None = None,
                 limits: ServerLimits = ServerLimits(), group: str | None = None) -> socketserver.BaseServer:
     """A server bound to ``address`` (not yet serving); ``server.server_address`` tells the real port.
 
-    TCP needs ``tls`` unless the address is loopback; a unix socket gets mode 0600, or 0660 with ``group``.
+    TCP needs ``tls`` (loopback included: tokens never cross TCP in clear); a unix socket gets mode 0600, or 0660
+    with ``group``.
     """
     family, where = parse_address(address)
     if family == socket.AF_UNIX:
@@ -296,11 +317,10 @@ def make_server(gate: Gate, address: str, *, tls: ssl.SSLContext | None = None,
             os.chown(where, -1, grp.getgrnam(group).gr_gid)
             os.chmod(where, 0o660)
     else:
-        if tls is None and not is_loopback(where[0]):
+        if tls is None:
             raise ValueError(
-                f"refusing to listen on {where[0]} without TLS: tokens and answers would cross the network in clear. "
-                "Give the service's certificate (made by `ektelo-ng kernel init`), or listen on 127.0.0.1 or a "
-                "unix socket"
+                f"refusing to listen on {where[0]} without TLS: tokens and answers would cross TCP in clear. Give the "
+                "service's certificate (made by `ektelo-ng kernel init`), or listen on a unix socket"
             )
         server = _TCPServer(where, _Handler)
     server.configure(gate, tls, limits)

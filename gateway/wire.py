@@ -7,7 +7,6 @@ server (``gateway.server``) and the client (``operators.client``).
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import struct
 from typing import Literal
@@ -50,15 +49,6 @@ def parse_address(address: str) -> tuple[int, object]:
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"listen/connect address must be HOST:PORT or unix:PATH, got {address!r}")
     return socket.AF_INET, (host or "127.0.0.1", int(port))
-
-
-def is_loopback(host: str) -> bool:
-    """Whether every address ``host`` resolves to is on this machine (127.0.0.0/8, ::1)."""
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except socket.gaierror:
-        return False
-    return all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
 
 
 def _read_exact(sock: socket.socket, size: int) -> bytes | None:

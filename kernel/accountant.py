@@ -51,6 +51,12 @@ class Accountant:
             raise ValueError(f"stability must be non-negative, got {stability}")
         self._nodes[node] = _Node(parent=parent, stability=Fraction(stability), is_partition=is_partition)
 
+    def remove(self, nodes: list[str]) -> None:
+        """Forget released sources: their charges were propagated to their ancestors when made, and no charge can
+        reach them again (their descendants are released with them)."""
+        for node in nodes:
+            del self._nodes[node]
+
     def scale(self, cost: Fraction, stability: Fraction) -> Fraction:
         """Privacy loss on the parent of a c-stable derivation: c * eps (pure) or c^2 * rho (zCDP), rounded up."""
         loss = cost * stability if self.kind is PureDP else cost * stability * stability
@@ -70,8 +76,10 @@ class Accountant:
         updates: dict[str, Fraction] = {}
         while True:
             if cost > MAX_AMOUNT:
-                raise BudgetExceeded(f"this request would cost {_show(cost)} at source {node}, above the limit of "
-                                     f"{MAX_AMOUNT:.0e} at any source; nothing was measured or charged")
+                raise BudgetExceeded(
+                    f"this request would cost {_show(cost)} at source {node}, above the limit of "
+                    f"{MAX_AMOUNT:.0e} at any source; nothing was measured or charged"
+                )
             current = self._nodes[node]
             updates[node] = spent(node) + cost
             if current.parent is None:

@@ -23,8 +23,10 @@ class Attribute(BaseModel):
     @model_validator(mode="after")
     def _labels_match_size(self) -> Attribute:
         if self.labels is not None and len(self.labels) != self.size:
-            raise ValueError(f"attribute {self.name!r} has size {self.size} but {len(self.labels)} labels; "
-                             "give exactly one label per value")
+            raise ValueError(
+                f"attribute {self.name!r} has size {self.size} but {len(self.labels)} labels; "
+                "give exactly one label per value"
+            )
         if self.labels is not None and len(set(self.labels)) != len(self.labels):
             raise ValueError(f"attribute {self.name!r} has repeated labels")
         return self
@@ -32,8 +34,10 @@ class Attribute(BaseModel):
     def code(self, label: str) -> int:
         """The integer code of a value label."""
         if self.labels is None or label not in self.labels:
-            raise ValueError(f"{label!r} is not a value of attribute {self.name!r}"
-                             + (" (it has no labels: give integer codes)" if self.labels is None else ""))
+            raise ValueError(
+                f"{label!r} is not a value of attribute {self.name!r}"
+                + (" (it has no labels: give integer codes)" if self.labels is None else "")
+            )
         return self.labels.index(label)
 
 

@@ -56,8 +56,10 @@ class SqliteLedger:
             if row is None:
                 raise ValueError(f"{self.path} is not a budget ledger")
             if total is not None and (row[0], Fraction(row[1])) != (total.kind, total.value):
-                raise ValueError(f"ledger {self.path} was created for a {row[0]} budget of {row[1]}, not "
-                                 f"{total.kind} {total.value}; use that budget or a new ledger file")
+                raise ValueError(
+                    f"ledger {self.path} was created for a {row[0]} budget of {row[1]}, not "
+                    f"{total.kind} {total.value}; use that budget or a new ledger file"
+                )
         self.total: PureDP | ZCDP = (PureDP if row[0] == "pure" else ZCDP)(Fraction(row[1]))
 
     @contextmanager
@@ -80,8 +82,10 @@ class SqliteLedger:
         with self._transaction():
             free = self.total.value - self._allocated()
             if share < 0 or share > free:
-                raise ValueError(f"a share of {float(share):.6g} does not fit: {float(free):.6g} of the total "
-                                     f"{float(self.total.value):.6g} is not yet given to analysts")
+                raise ValueError(
+                    f"a share of {float(share):.6g} does not fit: {float(free):.6g} of the total "
+                    f"{float(self.total.value):.6g} is not yet given to analysts"
+                )
             try:
                 self._db.execute("INSERT INTO analysts VALUES (?, ?, '0', ?, 0)", (analyst, str(share), credential))
             except sqlite3.IntegrityError:
@@ -99,8 +103,9 @@ class SqliteLedger:
 
     def shares(self, analyst: str | None = None) -> list[Share]:
         """Every analyst's row, or only ``analyst``'s."""
-        rows = self._read("SELECT name, share, spent, revoked FROM analysts WHERE ? IN (name, '') ORDER BY name",
-                          analyst or "")
+        rows = self._read(
+            "SELECT name, share, spent, revoked FROM analysts WHERE ? IN (name, '') ORDER BY name", analyst or ""
+        )
         return [Share(name, Fraction(share), Fraction(spent), bool(revoked)) for name, share, spent, revoked in rows]
 
     def credential(self, analyst: str) -> str | None:
@@ -124,11 +129,15 @@ class SqliteLedger:
                 raise BudgetExceeded(f"analyst {analyst!r} is not active (revoked); nothing was charged")
             share, spent = Fraction(row[0]), Fraction(row[1]) + increment
             if spent > share:
-                raise BudgetExceeded(f"only {float(share - spent + increment):.6g} is left of {analyst!r}'s share "
-                                     "in the ledger; nothing was measured or charged")
+                raise BudgetExceeded(
+                    f"only {float(share - spent + increment):.6g} is left of {analyst!r}'s share "
+                    "in the ledger; nothing was measured or charged"
+                )
             self._db.execute("UPDATE analysts SET spent = ? WHERE name = ?", (str(spent), analyst))
-            self._db.execute("INSERT INTO charges (at, analyst, increment, spent, record) VALUES (?, ?, ?, ?, ?)",
-                             (time.time(), analyst, str(increment), str(spent), record))
+            self._db.execute(
+                "INSERT INTO charges (at, analyst, increment, spent, record) VALUES (?, ?, ?, ?, ?)",
+                (time.time(), analyst, str(increment), str(spent), record),
+            )
         return spent
 
     def close(self) -> None:

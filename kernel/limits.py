@@ -1,75 +1,110 @@
-"""Resource limits: what one request may make the kernel build, and how much vector data it may hold.
+"""What one request may cost, what it did cost, and when it must stop.
 
-Every check runs on public sizes (spec parameters, matrix shapes, vector lengths) before anything is
-allocated, and its error names the size, the limit and the option that raises it.
+Every request's time (``Cost.steps``, elementary array operations) and memory (``Cost.bytes``) are computed from
+its spec and public sizes before anything is built or read, and checked against ``Limits``: refused with the size,
+the limit and the option that raises it. While it runs, ``Work`` counts the steps it takes and stops it at its
+deadline, which is always before its charge (docs/privacy/arithmetic.md#cost).
 """
 
 from __future__ import annotations
 
-import math
+import time
 from dataclasses import dataclass
 
-from pydantic import BaseModel
-
-from .matrix import Kronecker, Matrix, Product, Transpose, Weighted
-from .matrix.compose import HStack, VStack
-
 _RAISE = "a data owner can raise it with Kernel(..., limits=Limits({option}=...)) or `ektelo-ng kernel serve --{flag}`"
+
+SOURCE_BYTES = 4096
+"""What a source holds besides its data (its lineage node, accounting and handle), counted against ``memory``."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Elementary steps, and peak bytes held while they run."""
+
+    steps: int = 0
+    bytes: int = 0
+
+    def then(self, other: Cost) -> Cost:
+        """This, then ``other``: the steps add up, the peaks do not."""
+        return Cost(self.steps + other.steps, max(self.bytes, other.bytes))
+
+    def __add__(self, other: Cost) -> Cost:
+        """Both at once: steps and bytes add up."""
+        return Cost(self.steps + other.steps, self.bytes + other.bytes)
+
+    def __mul__(self, times: int) -> Cost:
+        return Cost(self.steps * times, self.bytes * times)
+
+
+class Timeout(Exception):
+    """A request reached its deadline before its charge: stopped, and nothing was charged."""
+
+
+class Work:
+    """The steps a request has taken; past ``deadline`` (``time.monotonic()``), the next step raises Timeout."""
+
+    def __init__(self, deadline: float | None = None):
+        self.steps, self.deadline = 0, deadline
+
+    def step(self, count: int) -> None:
+        self.steps += int(count)
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise Timeout(
+                f"the request reached its deadline after {self.steps} steps and was stopped before its "
+                "charge: nothing was measured or charged; send smaller requests"
+            )
 
 
 @dataclass(frozen=True)
 class Limits:
-    """``max_cells``: the largest vector, matrix side or intermediate one request may build (64-bit
-    floats: 2^25 cells are 256 MB); ``memory``: bytes of vector data the kernel holds at once; ``work``:
-    the elementary steps of one quadratic-time selection (PHP, StructureFirst; 2^32 is seconds)."""
+    """``max_cells``: the largest array one request may build (2^25 64-bit cells are 256 MB); ``work``: the steps one
+    request may take (2^32 are seconds); ``memory``: the bytes an analyst's kernel may hold, its sources (their data
+    and ``SOURCE_BYTES`` each) and a request's own working memory together; ``request_bytes`` and
+    ``request_objects``: the size of a request's JSON text and how many objects it holds, checked before it is
+    parsed."""
 
     max_cells: int = 1 << 25
-    memory: int = 1 << 33
     work: int = 1 << 32
+    memory: int = 1 << 33
+    request_bytes: int = 1 << 26
+    request_objects: int = 1 << 17
 
     def cells(self, what: str, count: int) -> None:
         if count > self.max_cells:
-            raise ValueError(f"{what} has {count} cells, over the kernel's limit of {self.max_cells} per request; "
-                             + _RAISE.format(option="max_cells", flag="max-cells"))
+            raise ValueError(
+                f"{what} has {count} cells, over the kernel's limit of {self.max_cells} per request; "
+                + _RAISE.format(option="max_cells", flag="max-cells")
+            )
 
-    def steps(self, what: str, count: int) -> None:
-        if count > self.work:
-            raise ValueError(f"{what} takes about {count} steps, over the kernel's limit of {self.work} per request; "
-                             + _RAISE.format(option="work", flag="work"))
+    def check(self, what: str, cost: Cost, held: int) -> None:
+        """Refuse ``what`` if its steps exceed the work limit, or its bytes what the memory limit leaves."""
+        if cost.steps > self.work:
+            raise ValueError(
+                f"{what} takes about {cost.steps} steps of work, over the kernel's limit of {self.work} "
+                "per request; " + _RAISE.format(option="work", flag="work")
+            )
+        self.hold(held, cost.bytes, what)
 
-    def hold(self, held: int, more: int) -> None:
+    def hold(self, held: int, more: int, what: str = "this request") -> None:
         if held + more > self.memory:
             raise ValueError(
-                f"holding {more} more bytes of vectors would bring the kernel to {held + more}, over its memory limit "
-                f"of {self.memory}: release sources you no longer need (the 'release' request), or "
-                + _RAISE.format(option="memory", flag="memory"))
+                f"{what} needs {more} bytes of memory, and the kernel holds {held} already: over its memory limit of "
+                f"{self.memory}; release sources you no longer need (the 'release' request), or "
+                + _RAISE.format(option="memory", flag="memory")
+            )
 
-    def spec(self, spec: BaseModel) -> None:
-        """Before a matrix is built: every size parameter of its spec (some classes build O(n) arrays).
-        Array payloads are already in memory, bounded by the request's size."""
-        if not hasattr(spec, "kind"):
-            return
-        for name, value in spec:
-            if isinstance(value, BaseModel):
-                self.spec(value)
-            elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
-                for item in value:
-                    self.spec(item)
-            elif isinstance(value, list) and value and isinstance(value[0], int) and name in ("sizes", "shape"):
-                self.cells(f"a {spec.kind} matrix's domain", math.prod(value))
-            elif isinstance(value, int) and name in ("n", "rows", "cols", "k"):
-                self.cells(f"a {spec.kind} matrix", value)
-
-    def matrix(self, M: Matrix) -> None:
-        """Before a matrix is applied: every shape it has, and every Kronecker stage's intermediate."""
-        self.cells(f"a {type(M).__name__} matrix", max(M.shape))
-        if isinstance(M, Kronecker):
-            size = M.shape[1]
-            for f in reversed(M.factors):
-                size = size // f.shape[1] * f.shape[0]
-                self.cells("an intermediate of a Kronecker product", size)
-        parts = {Product: "factors", Kronecker: "factors", VStack: "blocks", HStack: "blocks", Weighted: "base",
-                 Transpose: "base"}
-        children = next((getattr(M, name) for kind, name in parts.items() if isinstance(M, kind)), [])
-        for child in children if isinstance(children, list) else [children]:
-            self.matrix(child)
+    def text(self, text: str | bytes) -> None:
+        """Before parsing: the request's length, and its objects (each '{' opens one)."""
+        size = len(text)
+        if size > self.request_bytes:
+            raise ValueError(
+                f"the request is {size} bytes long, over the kernel's limit of {self.request_bytes}; "
+                + _RAISE.format(option="request_bytes", flag="request-bytes")
+            )
+        objects = text.count(b"{" if isinstance(text, bytes) else "{")
+        if objects > self.request_objects:
+            raise ValueError(
+                f"the request holds {objects} objects, over the kernel's limit of {self.request_objects}"
+                " (each costs parsing): send structured matrices (a ranges or dense leaf instead of many "
+                "small factors); " + _RAISE.format(option="request_objects", flag="request-objects")
+            )

@@ -176,14 +176,17 @@ def _lattice(t: float) -> tuple[int, int, int]:
     """(w, b, s) with t = w 2^e = 64 w 2^b / 2^s: b = max(e - 6, 0) <= 30, s = max(6 - e, 0) <= 16."""
     t = float(t)
     if not (math.isfinite(t) and 1 <= t <= 2.0**46 and supported_scale("laplace", t) == t):
-        raise ValueError(f"noise scale {t} is not supported exactly (1 to 2^46 grid units, 11 significant "
-                         "bits): round it up with supported_scale")
+        raise ValueError(
+            f"noise scale {t} is not supported exactly (1 to 2^46 grid units, 11 significant "
+            "bits): round it up with supported_scale"
+        )
     mantissa, exponent = math.frexp(t)
     return int(mantissa * 2048), max(exponent - 17, 0), max(17 - exponent, 0)
 
 
-def _draw(sampler: Callable[[NoiseSource, float, int], np.ndarray], source: NoiseSource, scale: float,
-          size: int) -> np.ndarray:
+def _draw(
+    sampler: Callable[[NoiseSource, float, int], np.ndarray], source: NoiseSource, scale: float, size: int
+) -> np.ndarray:
     """``sampler`` in cache-sized blocks, on all cores for large secure draws (seeded ones stay serial to reproduce)."""
     _lattice(scale)
     _tables()
@@ -248,8 +251,12 @@ def _gaussian(source: NoiseSource, sigma: float, size: int) -> np.ndarray:
         keep &= ~negative | (magnitude != 0)
         m = np.abs((np.minimum(magnitude, cap) << s) - center) >> q
         th = np.where(magnitude > cap, 1 << 22, 128 + (1 + 512 * (2 * m + 1) // divisor if q else 0))
-        keep &= _accept(source, (r << 16) // center + 8 * m * m // divisor, th, lambda j: Fraction(int(r[j]), center)
-                        + Fraction(((int(magnitude[j]) << s) - center) ** 2, 2 * center**2))
+        keep &= _accept(
+            source,
+            (r << 16) // center + 8 * m * m // divisor,
+            th,
+            lambda j: Fraction(int(r[j]), center) + Fraction(((int(magnitude[j]) << s) - center) ** 2, 2 * center**2),
+        )
         kept = np.where(negative, -magnitude, magnitude)[keep][: size - filled]
         out[filled : filled + kept.size] = kept
         filled += kept.size
@@ -259,14 +266,6 @@ def _gaussian(source: NoiseSource, sigma: float, size: int) -> np.ndarray:
 def discrete_gaussian(source: NoiseSource, sigma: float, size: int) -> np.ndarray:
     """int64 samples with P(z) proportional to exp(-z^2 / (2 sigma^2)), exactly (sigma from ``supported_scale``)."""
     return _draw(_gaussian, source, sigma, size)
-
-
-def grid_step(scale: float) -> float:
-    """The release grid for a noise scale: the power of two about 2^-20 times the scale."""
-    scale = float(scale)
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"noise scale must be positive and finite, got {scale}")
-    return 2.0 ** (math.floor(math.log2(scale)) - 20)
 
 
 def exponential_mechanism(source: NoiseSource, scores: np.ndarray, epsilon: float, sensitivity: float) -> int:

@@ -82,8 +82,9 @@ def leaf_codes(leaf, domain: Domain) -> list[int]:
     they compare with every code as -1 or size do; and they stay int64, which ``np.isin`` scans once)."""
     values = [leaf.value] if isinstance(leaf, Compare) else [leaf.low, leaf.high] if isinstance(leaf, Between) else None
     attribute = domain[leaf.attribute]
-    return [attribute.code(v) if isinstance(v, str) else min(max(int(v), -1), attribute.size)
-            for v in values or leaf.values]
+    return [
+        attribute.code(v) if isinstance(v, str) else min(max(int(v), -1), attribute.size) for v in values or leaf.values
+    ]
 
 
 def validate_predicate(predicate, domain: Domain) -> int:
@@ -102,8 +103,9 @@ def evaluate(predicate, columns: Mapping[str, np.ndarray], domain: Domain) -> np
     if isinstance(predicate, (And, Or)):  # one mask at a time, combined in place
         mask = evaluate(predicate.terms[0], columns, domain)
         for term in predicate.terms[1:]:
-            (np.logical_and if isinstance(predicate, And) else np.logical_or)(mask, evaluate(term, columns, domain),
-                                                                               out=mask)
+            (np.logical_and if isinstance(predicate, And) else np.logical_or)(
+                mask, evaluate(term, columns, domain), out=mask
+            )
         return mask
     if isinstance(predicate, Not):
         return ~evaluate(predicate.term, columns, domain)

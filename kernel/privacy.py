@@ -48,8 +48,10 @@ def _parse(name: str, text: str) -> Fraction:
     if digits > DIGIT_LIMIT:
         raise ValueError(f"{name} {_shown(text)} has {digits} digits; the kernel reads at most {DIGIT_LIMIT}")
     if exponent and (len(exponent.lstrip("+-0")) > 6 or abs(int(exponent)) > EXPONENT_LIMIT):
-        raise ValueError(f"{name} {_shown(text)} has an exponent of {exponent:.12}{'...' * (len(exponent) > 12)}; "
-                         f"the kernel accepts exponents between -{EXPONENT_LIMIT} and {EXPONENT_LIMIT}")
+        raise ValueError(
+            f"{name} {_shown(text)} has an exponent of {exponent:.12}{'...' * (len(exponent) > 12)}; "
+            f"the kernel accepts exponents between -{EXPONENT_LIMIT} and {EXPONENT_LIMIT}"
+        )
     return Fraction(text.strip())
 
 
@@ -134,9 +136,7 @@ class _Budget(BaseModel, metaclass=_BudgetMeta):
 
     def _same_kind(self, other: object, op: str) -> _Budget:
         if type(other) is not type(self):
-            raise TypeError(
-                f"cannot {op} {type(self).__name__} and {type(other).__name__}; convert explicitly first"
-            )
+            raise TypeError(f"cannot {op} {type(self).__name__} and {type(other).__name__}; convert explicitly first")
         return other  # type: ignore[return-value]
 
     def __add__(self, other: object) -> Self:

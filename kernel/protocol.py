@@ -1,6 +1,7 @@
 """The kernel's whole API: typed request and response messages (pydantic). Nothing else crosses the trust
-boundary: matrices travel as specs, predicates as typed trees, arrays as base64 data, all rebuilt by the
-kernel with its own classes. A client never states a charge, only the parameters that set the noise."""
+boundary: matrices travel in the sealed language (``kernel.matrix.spec``), predicates as typed trees, arrays as
+base64 data, all rebuilt by the kernel with its own classes. A client never states a charge, only the parameters
+that set the noise. ``OPERATIONS`` in ``kernel.service`` maps each request to the one function that answers it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeInt, TypeAdapter, model_validator
 
 from .domain import Domain
-from .matrix.spec import ArrayData, MatrixSpec
+from .matrix.spec import ArrayData, Stack
 from .predicate import Predicate
 from .privacy import Budget, requested_amount
 
@@ -29,18 +30,15 @@ Sigma = Annotated[float, BeforeValidator(lambda value: float(requested_amount("s
 
 
 class Partition(_Message):
-    """A partition of a vector's cells into groups: group labels per cell, or a 0/1 matrix (groups x cells)."""
+    """A partition of a vector's cells into ``groups`` groups: a group label (0..groups - 1) per cell."""
 
-    labels: ArrayData | None = None
-    groups: Annotated[int, Field(ge=1)] | None = None
-    matrix: MatrixSpec | None = None
+    labels: ArrayData
+    groups: Annotated[int, Field(ge=1)]
 
     @model_validator(mode="after")
-    def _one_form(self) -> Partition:
-        if (self.labels is None) == (self.matrix is None):
-            raise ValueError("a partition is given either by labels (with groups) or by a matrix, not both")
-        if self.labels is not None and self.labels.dtype != "int64":
-            raise ValueError("partition labels must be integers")
+    def _integer_labels(self) -> Partition:
+        if self.labels.dtype != "int64" or len(self.labels.shape) != 1:
+            raise ValueError("partition labels must be a 1-D array of integers, one group per cell")
         return self
 
 
@@ -82,12 +80,13 @@ class VectorizeMany(_OnSource):
 
     op: Literal["vectorize_many"] = "vectorize_many"
     attributes: list[Annotated[list[str], Field(min_length=1, max_length=1 << 10)]] = Field(
-        min_length=1, max_length=1 << 12, fail_fast=True)
+        min_length=1, max_length=1 << 12, fail_fast=True
+    )
 
 
 class Transform(_OnSource):
     op: Literal["transform"] = "transform"
-    matrix: MatrixSpec
+    matrix: Stack
 
 
 class ReduceByPartition(_OnSource):
@@ -110,7 +109,7 @@ class Laplace(_OnSource):
     """y = M x + Laplace noise of scale (L1 sensitivity of M) / epsilon, released on a grid."""
 
     op: Literal["laplace"] = "laplace"
-    matrix: MatrixSpec
+    matrix: Stack
     epsilon: Epsilon
 
 
@@ -130,7 +129,7 @@ class Gaussian(_GaussianNoise):
 
     op: Literal["gaussian"] = "gaussian"
     source: SourceId
-    matrix: MatrixSpec
+    matrix: Stack
 
 
 class GaussianItem(_GaussianNoise):
@@ -145,7 +144,7 @@ class GaussianBatch(_Message):
     items name their matrix by position in ``matrices``, so a matrix shared by many items travels once."""
 
     op: Literal["gaussian_batch"] = "gaussian_batch"
-    matrices: list[MatrixSpec] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
+    matrices: list[Stack] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
     items: list[GaussianItem] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
 
     @model_validator(mode="after")
@@ -165,7 +164,7 @@ class WorstApprox(_OnSource):
     """Exponential mechanism: pick a query of W where the estimate is worst, |w x - w x_hat|."""
 
     op: Literal["worst_approx"] = "worst_approx"
-    workload: MatrixSpec
+    workload: Stack
     estimate: ArrayData
     epsilon: Epsilon
 
@@ -208,7 +207,8 @@ class PrivBayesSelect(_OnSource):
 
     op: Literal["privbayes_select"] = "privbayes_select"
     candidates: list[tuple[str, Annotated[list[str], Field(max_length=1 << 10)]]] = Field(
-        min_length=1, max_length=1 << 12, fail_fast=True)
+        min_length=1, max_length=1 << 12, fail_fast=True
+    )
     epsilon: Epsilon
 
 
@@ -226,9 +226,29 @@ class TranscriptLog(_Message):
 
 Request = Annotated[
     Union[
-        Root, Describe, Where, Project, Vectorize, VectorizeMany, Transform, ReduceByPartition, SplitByPartition,
-        Release, Laplace, Gaussian, GaussianBatch, NoisyCount, WorstApprox, DyadicDeviations, SplitPoints, FourierSelect,
-        StructureFirst, PrivBayesSelect, BudgetStatus, LineageGraph, TranscriptLog,
+        Root,
+        Describe,
+        Where,
+        Project,
+        Vectorize,
+        VectorizeMany,
+        Transform,
+        ReduceByPartition,
+        SplitByPartition,
+        Release,
+        Laplace,
+        Gaussian,
+        GaussianBatch,
+        NoisyCount,
+        WorstApprox,
+        DyadicDeviations,
+        SplitPoints,
+        FourierSelect,
+        StructureFirst,
+        PrivBayesSelect,
+        BudgetStatus,
+        LineageGraph,
+        TranscriptLog,
     ],
     Field(discriminator="op"),
 ]
@@ -293,11 +313,14 @@ class Splits(_Message):
 
 
 class BudgetInfo(_Message):
+    """The session's budget; ``seeded`` says the kernel draws reproducible (non-secure) noise."""
+
     kind: Literal["budget"] = "budget"
     total: Budget
     spent: Budget
     remaining: Budget
     per_source: dict[str, Budget]
+    seeded: bool = False
 
 
 class LineageInfo(_Message):
@@ -313,6 +336,7 @@ class TranscriptInfo(_Message):
 
 class ErrorInfo(_Message):
     kind: Literal["error"] = "error"
-    error: Literal["invalid_request", "unknown_source", "budget_exceeded", "unauthenticated", "rate_limited", "timeout",
-                   "busy"]
+    error: Literal[
+        "invalid_request", "unknown_source", "budget_exceeded", "unauthenticated", "rate_limited", "timeout", "busy"
+    ]
     message: str

@@ -97,8 +97,10 @@ def check_columns(columns: Sequence[str], domain: Domain) -> None:
     missing = [n for n in domain.names if n not in columns]
     extra = [n for n in columns if n not in domain.names]
     if missing or extra:
-        raise ValueError(f"table columns do not match the domain: missing {missing}, unknown {extra}; "
-                         f"the domain has {list(domain.names)}")
+        raise ValueError(
+            f"table columns do not match the domain: missing {missing}, unknown {extra}; "
+            f"the domain has {list(domain.names)}"
+        )
 
 
 def _codes(name: str, values: np.ndarray, domain: Domain) -> np.ndarray:
@@ -110,8 +112,10 @@ def _codes(name: str, values: np.ndarray, domain: Domain) -> np.ndarray:
             lookup = {label: code for code, label in enumerate(attribute.labels)}
             unknown = sorted({str(v) for v in values if str(v) not in lookup})
             if unknown:
-                raise ValueError(f"column {name!r}: {len(unknown)} unknown label(s) such as {unknown[:5]}; "
-                                 f"allowed: {list(attribute.labels)}")
+                raise ValueError(
+                    f"column {name!r}: {len(unknown)} unknown label(s) such as {unknown[:5]}; "
+                    f"allowed: {list(attribute.labels)}"
+                )
             return np.array([lookup[str(v)] for v in values], dtype=np.int64)
         try:
             values = np.array([float(v) if v not in ("", None) else np.nan for v in values], dtype=np.float64)
@@ -123,9 +127,13 @@ def _codes(name: str, values: np.ndarray, domain: Domain) -> np.ndarray:
         if not np.all(np.isfinite(values)):
             raise ValueError(f"column {name!r} has {int(np.sum(~np.isfinite(values)))} missing or non-finite values")
         if not np.all(values == np.round(values)):
-            raise ValueError(f"column {name!r} has non-integer values such as {values[values != np.round(values)][:5].tolist()}")
+            raise ValueError(
+                f"column {name!r} has non-integer values such as {values[values != np.round(values)][:5].tolist()}"
+            )
     outside = (values < 0) | (values >= attribute.size)  # checked before the cast, so huge values cannot wrap
     if outside.any():
-        raise ValueError(f"column {name!r}: {int(outside.sum())} row(s) outside 0..{attribute.size - 1}, "
-                         f"e.g. {sorted(set(values[outside].tolist()))[:5]}")
+        raise ValueError(
+            f"column {name!r}: {int(outside.sum())} row(s) outside 0..{attribute.size - 1}, "
+            f"e.g. {sorted(set(values[outside].tolist()))[:5]}"
+        )
     return values.astype(np.int64)

@@ -11,7 +11,7 @@ same way. A ``Sum`` is never sent to the kernel, which takes no sums (it has no 
 Interval families (prefix, suffix, all ranges, width-w ranges, hierarchies, any list of intervals)
 have Grams with closed forms (``G_ij`` = number of rows covering both i and j) and fast products.
 
->>> from kernel.matrix import AllRange
+>>> from operators.matrix import AllRange
 >>> gram(AllRange(3)).dense()[0]
 array([3., 2., 1.])
 """
@@ -25,7 +25,7 @@ from functools import singledispatch
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernel.matrix import (
+from .matrix import (
     AllRange,
     Dense,
     Diagonal,
@@ -45,7 +45,7 @@ from ..kernel.matrix import (
 )
 from .matrices import Haar, Prefix, Suffix, WidthRange
 from .specs import to_spec
-from ..kernel.matrix.base import BLOCK_ENTRIES, unit_columns
+from .matrix.base import BLOCK_ENTRIES, unit_columns
 
 # ---- sums ---------------------------------------------------------------------------------
 

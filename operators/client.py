@@ -27,12 +27,12 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from ..kernel import protocol as p
 from ..kernel.domain import Domain
-from ..kernel.matrix import Matrix, Product, Sparse
+from .matrix import Matrix, Product, Sparse
 from ..kernel.matrix.spec import ArrayData
 from ..kernel.predicate import Predicate
 from ..kernel.privacy import PureDP, ZCDP
 from .privacy import zcdp_to_approx_dp
-from .specs import to_spec
+from .normal_form import normal_form
 from ..gateway.credentials import Credential
 from ..gateway.wire import Hello, Welcome, parse_address, read_frame, tune_socket, write_frame
 
@@ -110,6 +110,8 @@ class BudgetView:
     spent: PureDP | ZCDP
     remaining: PureDP | ZCDP
     per_source: dict[str, PureDP | ZCDP]
+    seeded: bool = False
+    """Whether the kernel draws reproducible (non-secure) noise."""
 
     def approx_dp(self, delta: float, amount: PureDP | ZCDP | None = None) -> float:
         """The (epsilon, delta)-DP epsilon of what was spent, or of ``amount`` (pure DP: epsilon itself)."""
@@ -138,7 +140,8 @@ class Session:
     """A conversation with one kernel; ``source`` is the root table handle."""
 
     def __init__(self, transport: Transport):
-        self._transport = transport
+        self.transport = transport
+        """How requests reach the kernel: JSON text in, JSON text out."""
         self._root: Handle | None = None
 
     def request(self, message) -> object:
@@ -146,7 +149,7 @@ class Session:
         out and the request sent again, for up to about 20 s."""
         text = message.model_dump_json()
         for wait in _RATE_WAITS:
-            reply = ResponseAdapter.validate_json(self._transport(text))
+            reply = ResponseAdapter.validate_json(self.transport(text))
             if not (isinstance(reply, p.ErrorInfo) and reply.error == "rate_limited") or wait is None:
                 break
             time.sleep(wait * random.uniform(0.5, 1.5))  # jitter: sessions do not retry in lockstep
@@ -163,7 +166,7 @@ class Session:
     @property
     def budget(self) -> BudgetView:
         info = self.request(p.BudgetStatus())
-        return BudgetView(info.total, info.spent, info.remaining, dict(info.per_source))
+        return BudgetView(info.total, info.spent, info.remaining, dict(info.per_source), info.seeded)
 
     def lineage(self) -> nx.DiGraph:
         """The lineage graph: sources, derivations with their stability, spend per source."""
@@ -194,7 +197,7 @@ class Session:
         for handle, matrix, value in zip(handles, matrices, params):
             if id(matrix) not in index:
                 index[id(matrix)] = len(specs)
-                specs.append(to_spec(matrix))
+                specs.append(normal_form(matrix))
             key = "rho" if rho is not None else "sigma"
             items.append(p.GaussianItem(source=handle.id, matrix=index[id(matrix)], **{key: value}))
         reply = self.request(p.GaussianBatch(matrices=specs, items=items))
@@ -252,7 +255,7 @@ class Handle:
         return [Handle(self._session, info) for info in reply.sources]
 
     def transform(self, matrix: Matrix) -> Handle:
-        return self._derived(p.Transform(source=self.id, matrix=to_spec(matrix)), matrix)
+        return self._derived(p.Transform(source=self.id, matrix=normal_form(matrix)), matrix)
 
     def release(self) -> int:
         """Free this source's data and its descendants' in the kernel (their lineage and charges stay);
@@ -261,13 +264,15 @@ class Handle:
 
     def reduce_by_partition(self, partition: Matrix | np.ndarray) -> Handle:
         labels = _labels(partition, self.size)
-        message = p.ReduceByPartition(source=self.id, partition=_partition(partition))
+        groups = partition.shape[0] if isinstance(partition, Matrix) else None
+        message = p.ReduceByPartition(source=self.id, partition=_partition(labels, groups))
         return self._derived(message, Sparse(sp.csr_array((np.ones(labels.size), (labels, np.arange(labels.size))))))
 
     def split_by_partition(self, partition: Matrix | np.ndarray) -> list[Handle]:
         """One handle per group, holding that group's cells in their original order."""
         labels = _labels(partition, self.size)
-        parts = self._session.request(p.SplitByPartition(source=self.id, partition=_partition(partition)))
+        groups = partition.shape[0] if isinstance(partition, Matrix) else None
+        parts = self._session.request(p.SplitByPartition(source=self.id, partition=_partition(labels, groups)))
         handles = []
         for group, info in enumerate(parts.parts):
             cells = np.flatnonzero(labels == group)
@@ -277,10 +282,10 @@ class Handle:
 
     # ---- measurements (spend budget) ---------------------------------------------------
     def laplace(self, matrix: Matrix, epsilon: float | Fraction | str) -> NoisyAnswer:
-        return _answer(self._session.request(p.Laplace(source=self.id, matrix=to_spec(matrix), epsilon=epsilon)))
+        return _answer(self._session.request(p.Laplace(source=self.id, matrix=normal_form(matrix), epsilon=epsilon)))
 
     def gaussian(self, matrix: Matrix, rho: float | Fraction | str | None = None, sigma: float | None = None) -> NoisyAnswer:
-        message = p.Gaussian(source=self.id, matrix=to_spec(matrix), rho=rho, sigma=sigma)
+        message = p.Gaussian(source=self.id, matrix=normal_form(matrix), rho=rho, sigma=sigma)
         return _answer(self._session.request(message))
 
     def noisy_count(self, epsilon: float | Fraction | str) -> NoisyAnswer:
@@ -289,7 +294,7 @@ class Handle:
     def worst_approx(self, workload: Matrix, estimate: np.ndarray, epsilon: float | Fraction | str) -> int:
         """Index of a workload query chosen by the exponential mechanism, favouring large |w x - w x_hat|."""
         message = p.WorstApprox(
-            source=self.id, workload=to_spec(workload), estimate=ArrayData.of(np.asarray(estimate, float)), epsilon=epsilon
+            source=self.id, workload=normal_form(workload), estimate=ArrayData.of(np.asarray(estimate, float)), epsilon=epsilon
         )
         return self._session.request(message).index
 
@@ -324,23 +329,40 @@ class Handle:
 
 
 def _labels(partition: Matrix | np.ndarray, size: int) -> np.ndarray:
-    """Group label per cell (public: the client chose the partition)."""
+    """Group label per cell (public: the client chose the partition); a matrix must be 0/1 with one 1 per column."""
     if isinstance(partition, Matrix):
+        if partition.shape[1] != size or not partition.binary or not np.all(partition.column_norms("l1") == 1.0):
+            raise ValueError(f"not a partition of {size} cells: every cell (column) must belong to exactly one group "
+                             "(row), with weight 1")
         return np.rint(partition.T @ np.arange(partition.shape[0], dtype=np.float64)).astype(np.int64)
-    return np.asarray(partition, dtype=np.int64).ravel()
-
-
-def _partition(partition: Matrix | np.ndarray) -> p.Partition:
-    if isinstance(partition, Matrix):
-        return p.Partition(matrix=to_spec(partition))
     labels = np.asarray(partition)
     if not np.issubdtype(labels.dtype, np.integer):
         raise ValueError("partition labels must be integers (one group number per cell)")
-    return p.Partition(labels=ArrayData.of(labels.astype(np.int64)))
+    return labels.astype(np.int64).ravel()
+
+
+def _partition(labels: np.ndarray, groups: int | None = None) -> p.Partition:
+    groups = int(labels.max(initial=-1)) + 1 if groups is None else groups
+    return p.Partition(labels=ArrayData.of(labels), groups=max(groups, 1))
 
 
 def _answer(reply: p.Answer) -> NoisyAnswer:
     return NoisyAnswer(reply.values.array(), reply.noise, reply.scale, reply.grid, reply.charge, reply.seeded)
+
+
+def framed_transport(sock: socket.socket, peer: str) -> Transport:
+    """Requests over one connected socket, as length-prefixed frames (``gateway.wire``), one at a time."""
+    lock = threading.Lock()
+
+    def send(text: str) -> str:
+        with lock:
+            write_frame(sock, text.encode("utf-8"))
+            reply = read_frame(sock, 1 << 40)
+        if reply is None:
+            raise ConnectionError(f"{peer} closed the connection")
+        return reply.decode("utf-8")
+
+    return send
 
 
 def socket_transport(address: str, credential: Credential | None = None,
@@ -359,6 +381,10 @@ def socket_transport(address: str, credential: Credential | None = None,
 
 def _connection(address: str, credential: Credential | None, timeout: float | None) -> Callable[[str], str]:
     family, where = parse_address(address)
+    if family != socket.AF_UNIX and (credential is None or credential.ca is None):
+        raise ValueError(f"{address} is a TCP address, and over TCP a kernel is reached with TLS only (the token must "
+                         "not cross in clear), but this credential holds no CA certificate to trust: connect to the "
+                         "kernel's unix socket, or ask the data owner for a credential of a service with TLS")
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
@@ -369,17 +395,9 @@ def _connection(address: str, credential: Credential | None, timeout: float | No
             f"no kernel is listening at {address} ({error.strerror or error}): start one with `ektelo-ng kernel serve "
             "--dir DIR --table FILE --domain FILE`, or check the address in your credential") from None
     tune_socket(sock)
-    if family != socket.AF_UNIX and credential is not None and credential.ca is not None:
+    if family != socket.AF_UNIX:
         sock = ssl.create_default_context(cadata=credential.ca).wrap_socket(sock, server_hostname=where[0])
-    lock = threading.Lock()
-
-    def send(text: str) -> str:
-        with lock:
-            write_frame(sock, text.encode("utf-8"))
-            reply = read_frame(sock, 1 << 40)
-        if reply is None:
-            raise ConnectionError(f"the kernel at {address} closed the connection")
-        return reply.decode("utf-8")
+    send = framed_transport(sock, f"the kernel at {address}")
 
     if credential is not None:
         reply = send(Hello(analyst=credential.analyst, token=credential.token).model_dump_json())

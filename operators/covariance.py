@@ -28,7 +28,7 @@ import numpy as np
 import scipy.linalg
 from scipy.sparse.linalg import lsmr
 
-from ..kernel.matrix import Identity, Intervals, Kronecker, Matrix, VStack, Weighted
+from .matrix import Identity, Intervals, Kronecker, Matrix, VStack, Weighted
 from ..kernel.matrix.threads import single_threaded_blas
 from .algebra import rows
 from .linalg import explicit_sparse, gram_inverse_root

@@ -9,7 +9,7 @@ with ||W A^+||_F^2 = tr[(A^T A)^+ W^T W], infinite unless W is in the row space 
 Everything goes through Grams: a Kronecker strategy factorizes the trace per attribute,
 a union workload sums over its blocks, and only small per-factor Grams are ever dense.
 
->>> from kernel.matrix import Identity
+>>> from operators.matrix import Identity
 >>> from operators.matrices import Prefix
 >>> round(rmse(Prefix(1024), Identity(1024)), 2)    # J Table 4, Identity column
 32.02
@@ -22,7 +22,7 @@ import math
 import numpy as np
 import scipy.linalg
 
-from ..kernel.matrix import Identity, Kronecker, Matrix, VStack, Weighted
+from .matrix import Identity, Kronecker, Matrix, VStack, Weighted
 from .algebra import frobenius_squared, gram
 from .matrices import as_matrix
 from .measurement import NoiseKind as Noise

@@ -26,7 +26,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..kernel.matrix import Identity, Matrix
+from .matrix import Identity, Matrix
 from .covariance import LeastSquaresCovariance
 from .intervals import Intervals, bound_halfwidths, check_level, laplace_halfwidth, normal_halfwidths
 from .measurement import Measurement

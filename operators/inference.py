@@ -13,7 +13,7 @@ solve uses everything (ektelo section 5.5).
 - ``ahp_threshold``: AHP's rule zeroing small noisy counts.
 
 >>> import numpy as np
->>> from kernel.matrix import Identity
+>>> from operators.matrix import Identity
 >>> from operators.measurement import Measurement, known_total
 >>> m = [Measurement(Identity(2), np.array([1.0, 3.0]), 1.0), known_total(2, 6.0)]
 >>> np.round(least_squares(m), 3)
@@ -30,7 +30,7 @@ import scipy.optimize
 import scipy.sparse as sp
 from scipy.sparse.linalg import lsmr
 
-from ..kernel.matrix import Dense, Kronecker, Matrix, Weighted
+from .matrix import Dense, Kronecker, Matrix, Weighted
 from ..kernel.matrix.threads import single_threaded_blas
 from .covariance import kronecker_gram_pinvs
 from .linalg import explicit_sparse

@@ -9,7 +9,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from ..kernel.matrix import Dense, Diagonal, Identity, Intervals, Matrix, Ones, Product, Ranges, Sparse, VStack, Weighted
+from .matrix import Dense, Diagonal, Identity, Intervals, Matrix, Ones, Product, Ranges, Sparse, VStack, Weighted
 from .algebra import gram
 
 

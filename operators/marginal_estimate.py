@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..kernel.matrix import Matrix
+from .matrix import Matrix
 from .estimate import Estimate, IntervalMethod, intervals_from
 from .intervals import Intervals, check_level, normal_halfwidths
 from .matrices import Marginals

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernel.matrix import Identity, Intervals, Kronecker, Matrix, Sparse, Total, VStack
-from ..kernel.matrix.blocks import positive_int
+from .matrix import Identity, Intervals, Kronecker, Matrix, Sparse, Total, VStack
+from .matrix.blocks import positive_int
 
 __all__ = ["Haar", "Hierarchical", "Marginals", "Prefix", "Suffix", "WidthRange"]
 

@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 
 from .client import Handle, NoisyAnswer
-from ..kernel.matrix import Matrix, Total
+from .matrix import Matrix, Total
 from ..kernel.privacy import ZCDP
 from .matrices import as_matrix
 from .measurement import Measurement, map_to_root

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
-from ..kernel.matrix import Identity, Matrix, Product, Total, VStack, Weighted
+from .matrix import Identity, Matrix, Product, Total, VStack, Weighted
 from .linalg import explicit_sparse
 from .matrices import marginalizer
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernel.matrix import Matrix, Product, Ranges, Sparse
+from .matrix import Matrix, Product, Ranges, Sparse
 from .domains import Shape, shape_sizes
 
 

@@ -15,7 +15,7 @@ from itertools import combinations
 
 import numpy as np
 
-from ..kernel.matrix import Identity
+from .matrix import Identity
 from . import measure
 from .client import Handle
 from .measurement import Measurement

@@ -1,11 +1,10 @@
-"""Matrices as specs: how a client sends a matrix to the kernel.
+"""Client matrices as data (``operators.matrix.spec``): saved advice, memo keys, anything that must rebuild the
+same matrix later (``from_spec``). What the kernel receives is another thing: ``operators.normal_form``.
 
-The kernel never receives matrix objects: it rebuilds each spec with its own classes (``kernel.matrix.from_spec``)
-and computes sensitivities itself, so nothing here is trusted. ``to_spec`` is a ``functools.singledispatch``
-function with one registration per kernel class; client subclasses send their kernel base class's spec
-(``Prefix`` an ``IntervalsSpec``), and client classes the kernel cannot rebuild register a refusal.
+``to_spec`` is a ``functools.singledispatch`` function with one registration per base class; subclasses send their
+base class's spec (``Prefix`` an ``IntervalsSpec``), and classes with no spec register a refusal.
 
->>> from kernel.matrix import Identity, Kronecker, Ones
+>>> from operators.matrix import Identity, Kronecker, Ones
 >>> to_spec(Kronecker([Identity(2), Ones(1, 3)])).model_dump()["factors"][1]
 {'kind': 'ones', 'rows': 1, 'cols': 3}
 """
@@ -16,11 +15,11 @@ from functools import singledispatch
 
 import numpy as np
 
-from ..kernel.matrix import (
+from .matrix import (
     AllRange, Dense, Diagonal, Fourier, HStack, Identity, Intervals, Kronecker, Matrix, Ones, Product, Ranges, Sparse,
     Transpose, VStack, Weighted,
 )
-from ..kernel.matrix.spec import (
+from .matrix.spec import (
     AllRangeSpec, ArrayData, DenseSpec, DiagonalSpec, FourierSpec, HStackSpec, IdentitySpec, IntervalsSpec,
     KroneckerSpec, MatrixSpec, OnesSpec, ProductSpec, RangesSpec, SparseSpec, TransposeSpec, VStackSpec, WeightedSpec,
 )

@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 
 from .domains import DomainLike, as_domain
-from ..kernel.matrix import (
+from .matrix import (
     AllRange,
     Identity,
     Intervals,

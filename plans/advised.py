@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..kernel.matrix import Matrix
+from ..operators.matrix import Matrix
 from ..kernel.privacy import PureDP, ZCDP
 from ..operators.advice import load
 from ..operators.client import Handle

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 
-from ..kernel.matrix import Identity, Matrix
+from ..operators.matrix import Identity, Matrix
 from ..operators import measure
 from ..operators.client import Handle
 from ..operators.measurement import Measurement

@@ -11,7 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..operators.client import Handle
-from ..kernel.matrix import Matrix
+from ..operators.matrix import Matrix
 from ..kernel.privacy import PureDP
 from ..operators import measure
 from ..operators.measurement import Measurement

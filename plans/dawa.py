@@ -20,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernel.matrix import Matrix, Product, Sparse
+from ..operators.matrix import Matrix, Product, Sparse
 from ..operators import measure
 from ..operators.client import Handle
 from ..operators.measurement import Measurement

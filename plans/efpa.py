@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..kernel.matrix import Fourier, Matrix
+from ..operators.matrix import Fourier, Matrix
 from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate

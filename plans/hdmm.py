@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
-from ..kernel.matrix import Matrix
+from ..operators.matrix import Matrix
 from ..operators.selection import memo
 from ..operators.selection.hdmm import hdmm as select_hdmm
 from ..operators.selection.linear import Budget, noise_of

@@ -28,7 +28,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..kernel.matrix import Matrix, Product, Sparse, VStack
+from ..operators.matrix import Matrix, Product, Sparse, VStack
 from ..kernel.matrix.threads import single_threaded_blas
 from ..operators import measure
 from ..operators import algebra

@@ -28,7 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..kernel.matrix import Identity, Matrix
+from ..operators.matrix import Identity, Matrix
 from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate

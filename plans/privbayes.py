@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
-from ..kernel.matrix import Matrix
+from ..operators.matrix import Matrix
 from ..kernel.privacy import PureDP
 from ..operators import pgm, privbayes
 from ..operators.client import Handle

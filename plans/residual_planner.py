@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..kernel.matrix import Matrix
+from ..operators.matrix import Matrix
 from ..kernel.privacy import ZCDP
 from ..operators import measure
 from ..operators.client import Handle

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
-from ..kernel.matrix import Matrix
+from ..operators.matrix import Matrix
 from ..operators import measure
 from ..operators.selection import classic, memo
 from ..operators.selection.linear import Budget, LinearStrategy

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 
-from ..kernel.matrix import Matrix
+from ..operators.matrix import Matrix
 from ..operators import measure
 from ..operators.client import Handle
 from ..operators.measurement import Measurement

@@ -23,7 +23,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..kernel.matrix import Identity, Intervals, Matrix, VStack, Weighted
+from ..operators.matrix import Identity, Intervals, Matrix, VStack, Weighted
 from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate

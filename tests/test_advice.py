@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ektelo_ng as ek
-from ektelo_ng.kernel.matrix import AllRange, Identity
+from ektelo_ng.operators.matrix import AllRange, Identity
 from ektelo_ng.operators import workload as wl
 from ektelo_ng.operators.advice import QueryWorkload, advise, load
 from ektelo_ng.operators.advice.deadline import Worker

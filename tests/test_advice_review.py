@@ -18,7 +18,7 @@ import pytest
 import ektelo_ng as ek
 from ektelo_ng.cli import main
 from ektelo_ng.commands import run_command
-from ektelo_ng.kernel.matrix import Identity
+from ektelo_ng.operators.matrix import Identity
 from ektelo_ng.operators import workload as wl
 from ektelo_ng.operators.advice import QueryWorkload
 from ektelo_ng.operators.advice import candidates as candidates_module

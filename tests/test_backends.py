@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import ektelo_ng as ek
 from ektelo_ng.session import kernel_process, open_table
 from ektelo_ng.kernel.domain import Domain
-from ektelo_ng.kernel.matrix import Identity, Ones
+from ektelo_ng.operators.matrix import Identity, Ones
 from ektelo_ng.kernel.predicate import And, Between, Compare, In, Not, Or
 from ektelo_ng.operators.predicates import attr
 from ektelo_ng.kernel.service import Kernel

@@ -46,8 +46,11 @@ def kernel(budget) -> tuple[Kernel, str]:
 
 def request(field: str, value, source: str) -> dict:
     if field == "epsilon":
-        return {"op": "laplace", "source": source, "matrix": {"kind": "identity", "n": 4}, "epsilon": value}
-    return {"op": "gaussian", "source": source, "matrix": {"kind": "identity", "n": 4}, field: value}
+        return {"op": "laplace", "source": source, "matrix": IDENTITY, "epsilon": value}
+    return {"op": "gaussian", "source": source, "matrix": IDENTITY, field: value}
+
+
+IDENTITY = {"kind": "stack", "blocks": [{"factors": [{"kind": "identity", "n": 4}]}]}
 
 
 def digits(value: Fraction) -> int:

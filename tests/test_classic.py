@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from ektelo_ng.kernel.matrix import AllRange, Dense, Diagonal, Intervals, Product, Ranges
+from ektelo_ng.operators.matrix import AllRange, Dense, Diagonal, Intervals, Product, Ranges
 from ektelo_ng.operators.matrices import Haar, Hierarchical, Prefix, WidthRange
 from ektelo_ng.operators.algebra import gram
 from ektelo_ng.operators.error import rmse

@@ -14,9 +14,15 @@ from hypothesis import given, settings, strategies as st
 from scipy import stats
 
 import ektelo_ng as ek
-from ektelo_ng.kernel.matrix import Kronecker
+from ektelo_ng.operators.matrix import Kronecker
 from ektelo_ng.operators.matrices import Prefix
-from ektelo_ng.kernel.mechanisms import dyadic_deviations, prepare_dyadic_deviations
+from ektelo_ng.kernel.limits import Work
+from ektelo_ng.kernel.mechanisms.dawa import deviations
+from ektelo_ng.kernel.mechanisms.dawa import prepare as prepare_dyadic_deviations
+
+
+def dyadic_deviations(x):
+    return deviations(np.asarray(x, dtype=float), Work())
 from ektelo_ng.kernel.noise import NoiseSource
 from ektelo_ng.kernel.privacy import PureDP
 from ektelo_ng.operators.client import InvalidRequestError

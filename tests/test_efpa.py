@@ -10,9 +10,16 @@ from scipy import stats
 from scipy.special import softmax
 
 import ektelo_ng as ek
-from ektelo_ng.kernel.matrix import Fourier
+from ektelo_ng.operators.matrix import Fourier
 from ektelo_ng.operators.matrices import Prefix
-from ektelo_ng.kernel.mechanisms import FOURIER_SENSITIVITY, fourier_tail_norms
+from ektelo_ng.kernel.limits import Work
+from ektelo_ng.kernel.mechanisms.efpa import tails
+
+FOURIER_SENSITIVITY = 1.0  # ||(I - P_k) d||_2 <= ||d||_2 <= ||d||_1 for the exact basis
+
+
+def fourier_tail_norms(x):
+    return tails(np.asarray(x, dtype=float), Work())
 from ektelo_ng.operators.client import InvalidRequestError
 from ektelo_ng.plans.efpa import efpa, noise_error
 

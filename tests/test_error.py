@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ektelo_ng.kernel.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
+from ektelo_ng.operators.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
 from ektelo_ng.operators.matrices import Haar, Hierarchical, Prefix, WidthRange
 from ektelo_ng.operators.error import expected_error, reconstruction_error, rmse, svd_bound
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ektelo_ng.kernel.matrix import AllRange, Dense, Identity, Intervals, Kronecker, Total, VStack
+from ektelo_ng.operators.matrix import AllRange, Dense, Identity, Intervals, Kronecker, Total, VStack
 from ektelo_ng.operators import covariance
 from ektelo_ng.operators.estimate import VectorEstimate
 from ektelo_ng.operators.inference import least_squares
@@ -267,7 +267,7 @@ def test_a_known_total_beside_noisy_counts_keeps_their_variance(sd):
 
 def test_review_findings_zcdp_variances_empty_workloads_identity_on_kronecker_and_numpy_levels():
     import ektelo_ng as ek
-    from ektelo_ng.kernel.matrix import Dense
+    from ektelo_ng.operators.matrix import Dense
 
     strategy = classic.h2((64,))
     budget = ek.ZCDP(0.5)

@@ -14,7 +14,7 @@ from functools import reduce
 import numpy as np
 import pytest
 
-from ektelo_ng.kernel.matrix import (
+from ektelo_ng.operators.matrix import (
     AllRange,
     Dense,
     Identity,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from ektelo_ng.kernel.matrix import Dense, Identity, Kronecker, Total
+from ektelo_ng.operators.matrix import Dense, Identity, Kronecker, Total
 from ektelo_ng.operators.matrices import Hierarchical, Prefix
 from ektelo_ng.operators import inference
 from ektelo_ng.operators.measurement import Measurement, known_total, map_to_root
@@ -162,7 +162,7 @@ def test_global_inference_through_split_and_reduce_lineage():
 
 
 def test_explicit_sparse_equals_the_dense_matrix_or_declines():
-    from ektelo_ng.kernel.matrix import Dense, Fourier, Identity, Intervals, Sparse, Total, VStack, Weighted
+    from ektelo_ng.operators.matrix import Dense, Fourier, Identity, Intervals, Sparse, Total, VStack, Weighted
     from ektelo_ng.operators.matrices import Prefix
     from ektelo_ng.operators.linalg import explicit_sparse
 
@@ -180,7 +180,7 @@ def test_explicit_sparse_of_boxes_diagonals_and_products_equals_the_dense_matrix
     """Boxes in 1-, 2- and 3-D, and products (boxes reduced by a partition, a weighted tree mapped to the
     root through a partition) equal their dense matrices; a product declines when a factor has no cheap
     explicit form or a factor or partial product has too many non-zeros."""
-    from ektelo_ng.kernel.matrix import Diagonal, Fourier, Identity, Intervals, Ones, Product, Ranges
+    from ektelo_ng.operators.matrix import Diagonal, Fourier, Identity, Intervals, Ones, Product, Ranges
     from ektelo_ng.operators.linalg import explicit_sparse
     from ektelo_ng.operators.partition import Partition
 
@@ -203,7 +203,7 @@ def test_explicit_sparse_of_boxes_diagonals_and_products_equals_the_dense_matrix
 def test_multiplicative_weights_on_atoms_equals_it_on_cells():
     """MWEM's multiplicative weights on the atoms of its measured queries (boxes, and a stack of rows as
     in the H2 augmentation) gives the estimate of multiplicative weights on every cell, from any start."""
-    from ektelo_ng.kernel.matrix import Dense, Intervals, Sparse, VStack
+    from ektelo_ng.operators.matrix import Dense, Intervals, Sparse, VStack
     from ektelo_ng.operators.workload import RandomRange
     from ektelo_ng.plans.mwem import SWEEPS, _multiplicative_weights_on_atoms
 
@@ -223,7 +223,7 @@ def test_multiplicative_weights_on_atoms_equals_it_on_cells():
 def test_multiplicative_weights_equals_the_update_rule_written_out():
     """x <- x exp(M^T (y - M x) / 2N), renormalized to N, measurement by measurement, pass by pass:
     the fast paths (single rows, CSR stacks, implicit matrices) change nothing."""
-    from ektelo_ng.kernel.matrix import Dense, Fourier, Intervals, VStack
+    from ektelo_ng.operators.matrix import Dense, Fourier, Intervals, VStack
 
     rng = np.random.default_rng(5)
     n, total = 16, 200.0

@@ -17,13 +17,13 @@ from scipy import stats
 import ektelo_ng as ek
 from ektelo_ng.kernel.accountant import Accountant, BudgetExceeded
 from ektelo_ng.kernel.domain import Domain
-from ektelo_ng.kernel.matrix import Dense, Identity, Kronecker, Total, VStack
+from ektelo_ng.operators.matrix import Dense, Identity, Kronecker, Total, VStack
 from ektelo_ng.operators.matrices import Prefix
 from ektelo_ng.kernel.noise import NoiseSource, discrete_gaussian
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
 from ektelo_ng.kernel.table import NumpyTable
 from ektelo_ng.operators.client import BudgetExceededError, InvalidRequestError, UnknownSourceError
-from ektelo_ng.operators.specs import to_spec
+from ektelo_ng.operators.normal_form import normal_form
 from tests.budget_model import BudgetModel
 
 SIZES = {"a": 3, "b": 4, "c": 5}
@@ -188,8 +188,8 @@ def test_the_client_checks_its_arguments_and_the_kernel_its_matrix_indices():
         session().gaussian_batch([x], [Identity(3)], rho=[1])
     from ektelo_ng.kernel import protocol as p
 
-    reply = s._transport(p.GaussianBatch.model_construct(
-        op="gaussian_batch", matrices=[to_spec(Identity(3))],
+    reply = s.transport(p.GaussianBatch.model_construct(
+        op="gaussian_batch", matrices=[normal_form(Identity(3))],
         items=[p.GaussianItem(source=x.id, matrix=1, rho=Fraction(1))]).model_dump_json())
     assert '"invalid_request"' in reply and "matrix 1" in reply
     assert s.budget.spent == ek.ZCDP.zero()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import ektelo_ng as ek
-from ektelo_ng.kernel.matrix import Identity
+from ektelo_ng.operators.matrix import Identity
 from tests.budget_model import BudgetModel
 
 

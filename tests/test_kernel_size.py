@@ -1,25 +1,145 @@
-"""The trusted kernel stays small enough to audit: under 3,000 lines of code, docstrings included (issue #15)."""
+"""The trusted kernel stays readable in a day: a budget of statements (docstrings and comments free), formatted by a
+standard formatter, every function listed in kernel/README.md with the section that argues for it, every request
+type answered by one operation, every mechanism opening with its card (issue 31)."""
 
 from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 KERNEL = Path(__file__).resolve().parents[1] / "kernel"
+ROOT = KERNEL.parent
+
+STATEMENT_BUDGET = 2800
+"""About 20% above what the sealed kernel needs (2,338 statements when it was set): room for a fix, not a feature."""
 
 
-def test_the_kernel_has_at_most_3000_lines_counted_with_docstrings():
-    lines = [line for path in sorted(KERNEL.rglob("*.py")) for line in path.read_text().splitlines()
-             if not re.match(r"^\s*(#|$)", line)]
-    assert len(lines) <= 3000, f"kernel/ has {len(lines)} lines of code and docstrings; the audit budget is 3,000"
+def statements(path: Path) -> int:
+    """Statements in a file's syntax tree, docstrings (and comments, which the tree does not hold) not counted."""
+    count = 0
+    for node in ast.walk(ast.parse(path.read_text())):
+        docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        count += isinstance(node, ast.stmt) and not docstring
+    return count
 
 
-def test_the_trusted_surface_lists_every_kernel_module():
-    listed = (KERNEL / "README.md").read_text()
-    for path in sorted(KERNEL.rglob("*.py")):
-        if path.name != "__init__.py":
-            assert str(path.relative_to(KERNEL.parent)) in listed, f"{path} is missing from kernel/README.md"
+def test_the_kernel_is_within_its_statement_budget():
+    total = sum(statements(path) for path in KERNEL.rglob("*.py"))
+    assert total <= STATEMENT_BUDGET, f"kernel/ has {total} statements; its budget is {STATEMENT_BUDGET}"
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None and subprocess.run([sys.executable, "-m", "ruff", "--version"],
+                    capture_output=True).returncode != 0, reason="ruff is not installed (the test extra has it)")
+def test_the_kernel_is_laid_out_by_the_formatter():
+    done = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", str(KERNEL)], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def defined(path: Path) -> set[str]:
+    """Every function and method a module defines: "function" and "Class.method"."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.ClassDef):
+            names |= {f"{node.name}.{f.name}" for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return names
+
+
+def anchors(page: Path) -> set[str]:
+    """GitHub's anchors of a page's headings."""
+    out = set()
+    for line in page.read_text().splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            out.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return out
+
+
+def check_link(link: str, base: Path) -> None:
+    target, _, anchor = link.partition("#")
+    page = (base / target).resolve()
+    assert page.is_file(), f"{link}: no such page"
+    assert not anchor or anchor in anchors(page), f"{link}: {page.name} has no section {anchor!r}"
+
+
+def readme_sections() -> list[tuple[list[Path], list[tuple[set[str], list[str]]]]]:
+    """(modules, [(names, links)] per bullet) for every '### ' heading of kernel/README.md."""
+    sections, bullets, modules = [], None, None
+    for line in (KERNEL / "README.md").read_text().splitlines():
+        if line.startswith("### "):
+            first, *others = line[4:].split(":", 1)[0].split(", ")
+            folder = (ROOT / first).parent
+            modules = [ROOT / first] + [p for o in others for p in
+                                        (sorted((folder / o).glob("*.py")) if o.endswith("/") else [folder / o])]
+            bullets = []
+            sections.append((modules, bullets))
+        elif bullets is not None and line.startswith("- "):
+            bullets.append([line])
+        elif bullets and line.startswith("  "):
+            bullets[-1].append(line)
+    return [(modules, [(set(re.findall(r"`([A-Za-z_][\w.]*)`", " ".join(b).split("](")[0])),
+                        re.findall(r"\]\(([^)]+)\)", " ".join(b))) for b in bullets]) for modules, bullets in sections]
+
+
+def test_the_readme_lists_every_kernel_function_with_the_section_that_argues_for_it():
+    listed_modules = set()
+    for modules, bullets in readme_sections():
+        known = {}
+        for path in modules:
+            assert path.is_file(), f"kernel/README.md names {path.relative_to(ROOT)}, which does not exist"
+            listed_modules.add(path)
+            for name in defined(path):
+                known[name] = known[f"{path.stem}.{name}"] = name
+        named = set()
+        for names, links in bullets:
+            assert links, f"a bullet naming {sorted(names)} has no link to its argument"
+            for link in links:
+                check_link(link, KERNEL)
+            unknown = {n for n in names if n not in known and n != "single_threaded_blas"}
+            assert not unknown, f"kernel/README.md lists {sorted(unknown)}, not defined in {[p.name for p in modules]}"
+            named |= {known[n] for n in names if n in known}
+        missing = set(known.values()) - named
+        assert not missing, f"kernel/README.md does not list {sorted(missing)} of {[p.name for p in modules]}"
+    unlisted = [p for p in KERNEL.rglob("*.py") if defined(p) and p not in listed_modules]
+    assert not unlisted, f"modules missing from kernel/README.md: {unlisted}"
+    for path in KERNEL.rglob("*.py"):
+        assert str(path.relative_to(ROOT)) in (KERNEL / "README.md").read_text() or path.name == "__init__.py" \
+            or path in listed_modules, f"{path} is not mentioned in kernel/README.md"
+
+
+def test_every_request_type_is_answered_by_one_operation():
+    from typing import get_args
+
+    from ektelo_ng.kernel import protocol as p
+    from ektelo_ng.kernel.service import OPERATIONS
+
+    assert set(OPERATIONS) == set(get_args(get_args(p.Request)[0]))
+
+
+CARD = ("Neighbours:", ("Sensitivity:", "Stability:"), "Cost:", "Reads data:", "May fail before the charge:",
+        "Proof: docs/privacy/")
+
+
+@pytest.mark.parametrize("module", sorted({p.stem for p in (KERNEL / "mechanisms").glob("*.py")}
+                                          - {"__init__", "release"}) + ["transforms"])
+def test_every_mechanism_opens_with_its_card(module):
+    path = KERNEL / "mechanisms" / f"{module}.py" if module != "transforms" else KERNEL / "transforms.py"
+    doc = ast.get_docstring(ast.parse(path.read_text()))
+    card = doc[doc.index("Card"):]
+    for field in CARD:
+        assert any(f"- {f}" in card for f in ((field,) if isinstance(field, str) else field)), \
+            f"{path.name}'s card has no {field!r}"
+    for link in re.findall(r"Proof: (docs/privacy/\S+)", card):
+        check_link(link.rstrip(")."), ROOT)
+    assert len(card.splitlines()) <= 16, f"{path.name}'s card takes {len(card.splitlines())} lines: an auditor reads it"
 
 
 LAYERS = ("kernel", "gateway", "operators", "plans", "ektelo_ng")  # bottom to top (DESIGN.md)

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ektelo_ng.kernel.matrix import (
+from ektelo_ng.operators.matrix import (
     AllRange,
     Dense,
     Diagonal,
@@ -337,20 +337,6 @@ def test_marginals_are_weighted_kronecker_unions():
     ]
     close(M.dense(), np.vstack(blocks))
     close(from_spec(to_spec(M).model_dump_json()).dense(), M.dense())
-
-
-def test_client_classes_reach_the_kernel_as_its_own_general_specs():
-    cases = [(Prefix(5), "intervals"), (Suffix(5), "intervals"), (WidthRange(5, 2), "intervals"),
-             (Hierarchical(5, 3, include_root=False), "intervals"), (Haar(8), "sparse"),
-             (Marginals([2, 3], {(0,): 2.0, (): 1.0}), "vstack")]
-    for A, kind in cases:
-        spec = to_spec(A)
-        assert spec.kind == kind
-        rebuilt = from_spec(spec.model_dump_json())
-        assert type(rebuilt).__module__.startswith("ektelo_ng.kernel.matrix")
-        close(rebuilt.dense(), A.dense())
-        for norm in ("l1", "l2"):
-            close(rebuilt.column_norms(norm), A.column_norms(norm))
 
 
 def test_numpy_ufuncs_refuse_operator_objects():

@@ -14,10 +14,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ektelo_ng.kernel.matrix import Dense
-from ektelo_ng.kernel.mechanisms import prepare_exponential
+from ektelo_ng.operators.matrix import Dense
+from ektelo_ng.kernel.limits import Work
+from ektelo_ng.kernel.matrix import SealedMatrix
+from ektelo_ng.kernel.mechanisms import exponential
+from ektelo_ng.operators.normal_form import normal_form
 from ektelo_ng.kernel.noise import (
-    NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, grid_step, supported_scale,
+    NoiseSource, discrete_gaussian, discrete_laplace, exponential_mechanism, supported_scale,
 )
 
 ALPHA = 1e-6
@@ -80,15 +83,6 @@ def test_secure_source_has_no_seed_and_does_not_repeat():
     assert stats.kstest(u, "uniform").pvalue > ALPHA
 
 
-def test_grid_steps_are_powers_of_two_about_a_millionth_of_the_scale():
-    for scale in [1e-3, 0.37, 1.0, 4.2, 1e9]:
-        step = grid_step(scale)
-        assert math.log2(step) == int(math.log2(step))
-        assert 2**-21 * scale < step <= 2**-20 * scale
-    with pytest.raises(ValueError):
-        grid_step(0)
-
-
 def softmax(scores, factor):
     weights = np.exp(factor * (scores - scores.max()))
     return weights / weights.sum()
@@ -120,7 +114,8 @@ def test_exponential_mechanism_privacy_audit_on_neighbouring_inputs():
     epsilon = 1.0
     W = Dense([[1.0, 0.0], [1.0, 1.0]])
     x, neighbour, estimate = np.array([3.0, 3.0]), np.array([4.0, 3.0]), np.array([2.5, 6.5])
-    sensitivity = prepare_exponential(W, estimate, 7.0, Fraction(1))
+    sealed = SealedMatrix(normal_form(W), Work())
+    sensitivity = exponential.sensitivity(sealed, 7.0, exponential.offsets(sealed, estimate, Work()), Fraction(1))
     assert 1.0 < sensitivity < 1.0 + 1e-12  # max |w_ij| plus the scores' float error
     scores = [np.abs(W @ (v - estimate)) for v in (x, neighbour)]
 

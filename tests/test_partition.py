@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from ektelo_ng.kernel.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
+from ektelo_ng.operators.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
 from ektelo_ng.operators.matrices import Marginals, Prefix
 from ektelo_ng.operators import partition
 from ektelo_ng.operators.partition import Partition

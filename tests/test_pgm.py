@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from scipy import optimize, stats
 
 import ektelo_ng as ek
-from ektelo_ng.kernel.matrix import Dense, Identity, Kronecker, Total, VStack, Weighted
+from ektelo_ng.operators.matrix import Dense, Identity, Kronecker, Total, VStack, Weighted
 from ektelo_ng.operators.measurement import Measurement
 from ektelo_ng.operators.pgm import fit
 from ektelo_ng.operators.pgm.junction import calibrate, junction_tree, marginal

@@ -182,7 +182,7 @@ def test_run_plots_the_fit_against_iteration(tmp_path, capsys):
 
 
 def test_least_squares_is_the_default_loss_for_either_noise_and_l1_is_there_on_request():
-    from ektelo_ng.kernel.matrix import Identity
+    from ektelo_ng.operators.matrix import Identity
 
     columns = skewed_table(6, rows=300)
     for budget, measure in ((ek.PureDP(2), ek.measure.laplace), (ek.ZCDP(2), ek.measure.gaussian)):

@@ -14,7 +14,13 @@ from scipy.special import softmax
 
 import ektelo_ng as ek
 from ektelo_ng.operators.matrices import Prefix
-from ektelo_ng.kernel.mechanisms import SPLIT_SENSITIVITY, split_scores
+from ektelo_ng.kernel.limits import Work
+from ektelo_ng.kernel.mechanisms.php import SENSITIVITY as SPLIT_SENSITIVITY
+from ektelo_ng.kernel.mechanisms.php import scores as _scores
+
+
+def split_scores(x, chunk=256):
+    return _scores(x, Work(), chunk)
 from ektelo_ng.operators.client import InvalidRequestError
 from ektelo_ng.plans.php import php
 

@@ -14,7 +14,9 @@ from scipy import stats
 from ektelo_ng.kernel import service
 from ektelo_ng.kernel import protocol as p
 from ektelo_ng.kernel.domain import Domain
-from ektelo_ng.kernel.mechanisms import dependence_score, dependence_sensitivity
+from ektelo_ng.kernel.mechanisms import exponential, privbayes
+from ektelo_ng.kernel.mechanisms.privbayes import score as dependence_score
+from ektelo_ng.kernel.mechanisms.privbayes import sensitivity as dependence_sensitivity
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
 from ektelo_ng.kernel.service import Kernel
 from ektelo_ng.kernel.table import load_table
@@ -99,7 +101,7 @@ CANDIDATES = [("x", ["y"]), ("one", ["x"]), ("z", ["x"]), ("y", ["z", "x"]), ("y
 
 def test_the_kernel_scores_its_own_histograms(monkeypatch):
     seen = []
-    monkeypatch.setattr(service, "select_worst", lambda source, scores, eps, sens: seen.append(scores) or 0)
+    monkeypatch.setattr(exponential, "select", lambda source, scores, eps, sens: seen.append(scores) or 0)
     assert isinstance(select(kernel_of(ROWS), CANDIDATES), p.Selected)
     counts = np.zeros((3, 2, 2), dtype=np.int64)
     for x, y, z, _ in ROWS:
@@ -113,7 +115,7 @@ def kernel_scores(candidates) -> tuple[np.ndarray, float]:
     """The scores and sensitivity the kernel hands to its sampler for ``candidates`` on ROWS."""
     seen = []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(service, "select_worst", lambda source, scores, eps, sens: seen.append((scores, sens)) or 0)
+        patch.setattr(exponential, "select", lambda source, scores, eps, sens: seen.append((scores, sens)) or 0)
         select(kernel_of(ROWS), candidates)
     return seen[0]
 
@@ -132,7 +134,7 @@ def audit_ratio(sensitivity_of, runs: int) -> float:
     candidates, D' = D plus one record at x = 0, y = 0: the near-tight neighbour of the docs' argument."""
     counts = []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(service, "dependence_sensitivity", sensitivity_of)
+        patch.setattr(privbayes, "sensitivity", sensitivity_of)
         for rows in (ROWS, ROWS + [[0, 0, 0, 0]]):
             kernel = kernel_of(rows, seed=len(rows))
             counts.append(np.bincount([select(kernel, CANDIDATES[:2], "2").index for _ in range(runs)], minlength=2))

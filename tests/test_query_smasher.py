@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ektelo_ng.kernel.domain import Domain
-from ektelo_ng.kernel.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
+from ektelo_ng.operators.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
 from ektelo_ng.operators.matrices import Prefix
 from ektelo_ng.operators import algebra
 from ektelo_ng.operators.residual import cell_covariance, dense_marginal

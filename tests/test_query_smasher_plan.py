@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 from scipy import stats
 
 import ektelo_ng as ek
-from ektelo_ng.kernel.matrix import Dense, Identity, Kronecker
+from ektelo_ng.operators.matrix import Dense, Identity, Kronecker
 from ektelo_ng.operators.matrices import Prefix
 from ektelo_ng.operators.client import Handle
 from ektelo_ng.operators.residual import dense_marginal

@@ -167,7 +167,7 @@ _NOSY_PLAN = """
 import gc
 from ektelo_ng.kernel.service import Kernel
 from ektelo_ng.kernel.table import TableBackend
-from ektelo_ng.kernel.matrix import Identity
+from ektelo_ng.operators.matrix import Identity
 
 
 def plan(source, workload, budget):

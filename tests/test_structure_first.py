@@ -14,7 +14,8 @@ from scipy.special import softmax
 
 import ektelo_ng as ek
 from ektelo_ng.operators.matrices import Prefix
-from ektelo_ng.kernel.mechanisms import bucket_costs, interval_sse
+from ektelo_ng.kernel.limits import Work
+from ektelo_ng.kernel.mechanisms.structure_first import bucket_costs, interval_sse
 from ektelo_ng.operators.client import InvalidRequestError
 from ektelo_ng.plans.structure_first import bucket_trees, structure_epsilon, structure_first, structure_first_plus
 
@@ -35,7 +36,7 @@ def brute_best(x, j, q):
 
 def scores(x, j):
     """Every score the sampler can use at step j: best_j(q) + SSE(q, right) for q < right."""
-    table, best = bucket_costs(x, j)
+    table, best = bucket_costs(x, j, Work())
     n = x.size
     return np.array([best[j - 1][q] + table[q, r] for r in range(1, n + 1) for q in range(j, r)])
 
@@ -45,7 +46,7 @@ def scores(x, j):
 def test_bucket_costs_match_enumeration(values):
     x = np.array(values, dtype=float)
     n = x.size
-    table, best = bucket_costs(x, n)
+    table, best = bucket_costs(x, n, Work())
     for a in range(n):
         for b in range(a + 1, n + 1):
             assert table[a, b] == pytest.approx(sse(x[a:b]), abs=1e-9)
@@ -78,7 +79,7 @@ def test_the_kernel_samples_the_stated_law_and_charges_epsilon():
     runs = 4000
     picks = np.array([v.structure_first(2, BOUND, 1)[0] for _ in range(runs)])
     assert s.budget.spent == ek.PureDP(runs)
-    table = interval_sse(x.astype(float))
+    table = interval_sse(x.astype(float), Work())
     cost = np.array([table[0, q] + table[q, x.size] for q in range(1, x.size)])
     counts = np.bincount(picks - 1, minlength=x.size - 1)
     assert stats.chisquare(counts, runs * softmax(-cost / (2 * (2 * BOUND + 1)))).pvalue > 1e-6
@@ -164,7 +165,7 @@ def test_blocked_sse_and_dynamic_program_equal_the_plain_formulas_across_blocks(
     a, b = np.meshgrid(np.arange(601), np.arange(601), indexing="ij")
     with np.errstate(divide="ignore", invalid="ignore"):
         plain = np.where(b > a, np.maximum((c2[b] - c2[a]) - (c1[b] - c1[a]) ** 2 / (b - a), 0.0), np.inf)
-    table, best = bucket_costs(x, 4)
+    table, best = bucket_costs(x, 4, Work())
     np.testing.assert_array_equal(table, plain)
     expected = [plain[0]]
     for _ in range(3):

@@ -23,7 +23,7 @@ from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.privacy import PureDP
 from ektelo_ng.operators.workload import Prefix
 from ektelo_ng.dpbench.plots import pyplot
-from ektelo_ng.kernel.matrix import Dense
+from ektelo_ng.operators.matrix import Dense
 from ektelo_ng.operators import algebra
 from ektelo_ng.plans import info
 

@@ -7,7 +7,7 @@ import json
 import math
 
 from ektelo_ng.workload_spec import HELP, parse_workload
-from ektelo_ng.kernel.matrix import Identity, Matrix
+from ektelo_ng.operators.matrix import Identity, Matrix
 from ektelo_ng.operators.matrices import Haar, Hierarchical
 from ektelo_ng.operators.error import rmse, svd_bound
 

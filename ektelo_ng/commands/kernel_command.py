@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain, show_budget
 from ektelo_ng.session import BACKENDS, open_table
-from ektelo_ng.gateway.audit import AuditLog, read_audit
+from ektelo_ng.gateway.audit import QUOTA, AuditLog, read_audit
 from ektelo_ng.gateway.gatekeeper import Gatekeeper, Rate
 from ektelo_ng.gateway.owner import ServiceDirectory, init_service
 from ektelo_ng.gateway.server import ServerLimits, make_server
@@ -80,8 +80,8 @@ def register(subcommands) -> None:
     serve.add_argument("--backend", choices=BACKENDS, default="numpy",
                        help="numpy: validate the rows into this process (default); duckdb or spark: the engine reads them")
     serve.add_argument("--spark-master", help="Spark master URL, e.g. spark://host:7077, yarn, local[4]")
-    serve.add_argument("--listen", help="unix:PATH or HOST:PORT (default unix:DIR/kernel.sock); TCP uses the "
-                       "directory's TLS certificate, and without one only loopback is allowed")
+    serve.add_argument("--listen", help="unix:PATH or HOST:PORT (default unix:DIR/kernel.sock); TCP always uses the "
+                       "directory's TLS certificate (a directory made with --no-tls serves on a unix socket only)")
     serve.add_argument("--group", help="let this group open the unix socket too (mode 0660)")
     serve.add_argument("--seed", type=int, help="reproducible (non-secure) noise; every answer is flagged")
     serve.add_argument("--max-rows", type=int, default=MAX_ROWS, help="public bound on the table's records "
@@ -89,9 +89,17 @@ def register(subcommands) -> None:
     serve.add_argument("--max-cells", type=int, default=Limits.max_cells,
                        help=f"largest vector or matrix side one request may build (default {Limits.max_cells})")
     serve.add_argument("--memory", type=int, default=Limits.memory,
-                       help=f"bytes of vector data each analyst's kernel may hold (default {Limits.memory})")
+                       help=f"bytes each analyst's kernel may hold: its sources and one request's working memory "
+                       f"(default {Limits.memory})")
     serve.add_argument("--work", type=int, default=Limits.work,
-                       help=f"steps one quadratic-time selection may take (default {Limits.work})")
+                       help=f"steps of work one request may take, counted before it runs (default {Limits.work})")
+    serve.add_argument("--request-bytes", type=int, default=Limits.request_bytes,
+                       help=f"longest request a kernel parses, in bytes (default {Limits.request_bytes})")
+    serve.add_argument("--request-objects", type=int, default=Limits.request_objects,
+                       help=f"most JSON objects in one request (default {Limits.request_objects})")
+    serve.add_argument("--audit-quota", type=int, default=QUOTA,
+                       help="bytes of audit log each analyst may fill per run of the server, past which its requests "
+                       "are refused (runs of uncharged requests are written as counts)")
     serve.add_argument("--max-connections", type=int, default=ServerLimits.connections,
                        help=f"analysts' sessions open at once (default {ServerLimits.connections})")
     serve.add_argument("--per-analyst", type=int, default=ServerLimits.per_analyst,
@@ -99,7 +107,8 @@ def register(subcommands) -> None:
     serve.add_argument("--max-frame", type=int, default=ServerLimits.frame,
                        help=f"largest request in bytes (default {ServerLimits.frame})")
     serve.add_argument("--request-timeout", type=float, default=ServerLimits.request_seconds,
-                       help=f"seconds to wait for one answer (default {ServerLimits.request_seconds:g})")
+                       help=f"seconds one request may run: the kernel stops it then, before its charge "
+                       f"(default {ServerLimits.request_seconds:g})")
     serve.add_argument("--rate", type=float, default=Rate.per_second,
                        help=f"requests a second per analyst, on average (default {Rate.per_second:g}; bursts twice that)")
     serve.set_defaults(run=run_serve)
@@ -173,19 +182,20 @@ def run_serve(args: argparse.Namespace) -> int:
     ledger = directory.ledger()
     options = {"master": args.spark_master} if args.backend == "spark" and args.spark_master else {}
     table = open_table(args.table, parse_domain(args.domain), args.backend, **options)
-    audit = AuditLog(directory.audit_path)
+    audit = AuditLog(directory.audit_path, quota=args.audit_quota, warn=lambda message: print(
+        f"ektelo-ng kernel: warning: {message}", file=sys.stderr, flush=True))
+    limits = Limits(max_cells=args.max_cells, memory=args.memory, work=args.work, request_bytes=args.request_bytes,
+                    request_objects=args.request_objects)
     gate = Gatekeeper(table, ledger, audit=audit, rate=Rate(args.rate, max(1, int(2 * args.rate))), seed=args.seed,
-                      max_rows=args.max_rows, limits=Limits(max_cells=args.max_cells, memory=args.memory,
-                                                            work=args.work))
+                      max_rows=args.max_rows, limits=limits)
     listen = args.listen or f"unix:{directory.path / 'kernel.sock'}"
     tls = None if listen.startswith("unix:") else directory.server_context()
-    limits = ServerLimits(connections=args.max_connections, per_analyst=args.per_analyst, frame=args.max_frame,
-                          request_seconds=args.request_timeout)
-    server = make_server(gate, listen, tls=tls, limits=limits, group=args.group)
+    server_limits = ServerLimits(connections=args.max_connections, per_analyst=args.per_analyst, frame=args.max_frame,
+                                 request_seconds=args.request_timeout)
+    server = make_server(gate, listen, tls=tls, limits=server_limits, group=args.group)
     address = server.server_address
     shown = f"unix:{address}" if isinstance(address, str) else f"{address[0]}:{address[1]}"
-    how = "unix socket, mode " + ("0660" if args.group else "0600") if isinstance(address, str) else \
-        ("TLS" if tls else "loopback, no TLS")
+    how = "unix socket, mode " + ("0660" if args.group else "0600") if isinstance(address, str) else "TLS"
     print(f"ektelo-ng kernel listening on {shown} ({how}); audit log {directory.audit_path}", flush=True)
     try:
         server.serve_forever()

@@ -1,7 +1,10 @@
-"""``ektelo-ng run PLAN.py``: run an analyst's plan script against a fresh kernel and report what it did.
+"""``ektelo-ng run PLAN.py``: run an analyst's plan against a fresh kernel and report what it did.
 
-By default the kernel is a separate process (``ektelo-ng kernel serve`` on a private unix socket) that alone
-loads the table; the script's process holds only handles and noisy answers (docs/service.md).
+By default the plan runs in a child process (``plan_child``) that reaches the kernel only through a socket pair;
+this process loads the table into the kernel (or connects to a served one), answers the child's requests, and once
+the child has ended reports what the kernel spent, how it drew its noise and what was derived, from its own record:
+the plan holds handles and noisy answers only, and cannot reach the kernel, its options or its ledger
+(docs/service.md). ``--in-process`` runs the plan beside the kernel, trusting it with both.
 """
 
 from __future__ import annotations
@@ -9,6 +12,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
+import selectors
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,9 +23,12 @@ import numpy as np
 
 from ektelo_ng.figures import pyplot
 from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
-from ektelo_ng.session import BACKENDS, check_writable, connect, kernel_process, protect, write_columns
+from ektelo_ng.gateway.wire import read_frame, write_frame
+from ektelo_ng.kernel.limits import Limits
+from ektelo_ng.kernel.service import Kernel
+from ektelo_ng.session import BACKENDS, check_writable, connect, open_table, protect, write_columns
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
-from ektelo_ng.kernel.matrix import Identity
+from ektelo_ng.operators.matrix import Identity
 from ektelo_ng.operators.client import Session
 from ektelo_ng.operators.estimate import Estimate, VectorEstimate
 from ektelo_ng.workload_spec import HELP, parse_workload
@@ -112,21 +122,84 @@ def run(args: argparse.Namespace) -> int:
         pyplot()
     if args.synthetic:
         check_writable(args.synthetic)
-    plan = load_plan(args.plan, args.domain)
     budget = parse_budget(args.budget)
-    if args.connect or args.credential:
-        return _report(args, plan, budget, connect(args.connect, credential=args.credential))
-    if not (args.table and args.domain):
+    if not (args.connect or args.credential or (args.table and args.domain)):
         raise ValueError("give --table and --domain, or --connect ADDRESS with --credential FILE")
-    if args.in_process:
-        session = protect(args.table, parse_domain(args.domain), budget, seed=args.seed, backend=args.backend)
-        return _report(args, plan, budget, session)
-    seed = ["--seed", str(args.seed)] if args.seed is not None else []
-    with kernel_process(args.table, args.domain, budget, *seed, "--backend", args.backend) as session:
-        return _report(args, plan, budget, session)
+    if args.in_process:  # one process: the plan is trusted with the kernel and with the report
+        plan = load_plan(args.plan, args.domain)  # (saved advice is checked before the table is read)
+        session = (connect(args.connect, credential=args.credential) if args.connect or args.credential else
+                   protect(args.table, parse_domain(args.domain), budget, seed=args.seed, backend=args.backend))
+        code = run_plan(args, plan, budget, session)
+        report_kernel(args, session)
+        return code
+    if not args.plan.is_file() and args.plan.suffix != ".json":
+        load_plan(args.plan)  # a catalog name is checked here; a plan script runs only in the child
+    elif args.plan.suffix == ".json" and args.domain:
+        load_plan(args.plan, args.domain)  # saved advice: rebuilt and checked before the table is read
+    if args.connect or args.credential:
+        transport = connect(args.connect, credential=args.credential).transport
+    else:
+        kernel = Kernel(open_table(args.table, parse_domain(args.domain), args.backend), budget, seed=args.seed)
+        transport = kernel.handle_json
+    code = run_child(args, transport)
+    report_kernel(args, Session(transport))
+    return code
 
 
-def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Session) -> int:
+def run_child(args: argparse.Namespace, transport) -> int:
+    """Run the plan in a child process that reaches the kernel only through a socket pair this process serves: the
+    plan cannot touch the kernel, its options or its record of the budget (docs/service.md). Its output is relayed
+    until it ends, then no more: nothing it leaves behind can print after the kernel's report. Its exit code."""
+    ours, theirs = socket.socketpair()
+    options = {name: None if value is None else str(value) for name, value in vars(args).items()
+               if name in PLAN_OPTIONS}
+    command = [sys.executable, "-m", "ektelo_ng.commands.plan_child", str(theirs.fileno()), json.dumps(options)]
+    child = subprocess.Popen(command, pass_fds=[theirs.fileno()], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    theirs.close()
+    outputs = {child.stdout.fileno(): sys.stdout, child.stderr.fileno(): sys.stderr}
+    with selectors.DefaultSelector() as selector, ours:
+        selector.register(ours, selectors.EVENT_READ)
+        for descriptor in outputs:
+            os.set_blocking(descriptor, False)
+            selector.register(descriptor, selectors.EVENT_READ)
+        while child.poll() is None:
+            for key, _ in selector.select(timeout=0.1):
+                if key.fileobj is not ours:
+                    _relay(key.fd, outputs[key.fd], selector)
+                elif (frame := read_frame(ours, Limits.request_bytes)) is None:
+                    selector.unregister(ours)
+                else:
+                    write_frame(ours, transport(frame.decode("utf-8")).encode("utf-8"))
+        for descriptor, stream in outputs.items():  # what the child wrote before it ended, and nothing later
+            while _relay(descriptor, stream, selector):
+                pass
+    child.stdout.close()
+    child.stderr.close()
+    return child.returncode
+
+
+def _relay(descriptor: int, stream, selector: selectors.BaseSelector) -> bool:
+    """Copy what the pipe holds now to ``stream``; False once it is empty or closed."""
+    try:
+        chunk = os.read(descriptor, 1 << 16)
+    except BlockingIOError:
+        return False
+    if not chunk:
+        if descriptor in selector.get_map():
+            selector.unregister(descriptor)
+        return False
+    stream.buffer.write(chunk)
+    stream.flush()
+    return True
+
+
+PLAN_OPTIONS = ("plan", "domain", "budget", "workload", "level", "seed", "out", "synthetic", "plot")
+"""What the plan's process is told: its plan and outputs, never the table, the kernel's options or a ledger."""
+
+
+def run_plan(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Session) -> int:
+    """Run ``plan`` on the session and write what it estimated: its answers (printed, and to --out), synthetic
+    records and the fit's plot. What the kernel spent is reported by ``report_kernel``, from the kernel's side."""
     workload = parse_workload(args.workload) if args.workload else None
     if workload is None and not args.plan.is_file() and _vector_plan(str(args.plan)):  # every cell by default
         workload = Identity(int(np.prod(session.source.domain.sizes)))
@@ -135,32 +208,18 @@ def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Sess
         estimate = VectorEstimate(np.asarray(getattr(estimate, "x", estimate), dtype=float),
                                   note="the plan returned a bare array: no error bars")
     records = estimate.records(workload, args.level)
-    status = session.budget
-    lineage = session.lineage()
-    report = {
-        "plan": str(args.plan), "note": estimate.note, "answers": json.loads(estimate.to_json(workload, args.level))["answers"],
-        "budget_total": str(status.total.value), "budget_spent": str(status.spent.value),
-        "budget_kind": status.total.kind,
-        "lineage": {"sources": lineage.number_of_nodes(),
-                    "derivations": [{"op": d["op"], "stability": d["stability"]} for _, _, d in lineage.edges(data=True)]},
-    }
     shown = ", ".join(_shown(r) for r in records[:6]) + (" ..." if len(records) > 6 else "")
     print(f"{args.plan}: {len(records)} answers: {shown}")
     if records:
         method = records[0]["method"]
         level = "" if method.startswith("unavailable") else f" at level {args.level}"
         print(f"intervals: {method}{level}; {estimate.note}")
-    print(f"budget: {status}")
-    if args.seed is not None:
-        print(f"noise: seeded with --seed {args.seed}: every answer is flagged as reproducible, not private against "
-              "anyone who knows the seed")
-    print("lineage: " + " -> ".join(f"{d['op']}(x{d['stability']})" for d in report["lineage"]["derivations"]))
     if args.synthetic:
         if not hasattr(estimate, "synthetic"):  # a plan script: known only once it has run
             raise ValueError(_NO_MODEL.format(plan=args.plan))
-        records = estimate.synthetic(seed=args.seed, labels=True)
-        write_columns(records, args.synthetic)
-        print(f"saved {args.synthetic}: {len(next(iter(records.values())))} synthetic records")
+        columns = estimate.synthetic(seed=args.seed, labels=True)
+        write_columns(columns, args.synthetic)
+        print(f"saved {args.synthetic}: {len(next(iter(columns.values())))} synthetic records")
     if args.plot:
         _plot_history(estimate, args.plot)
         print(f"saved {args.plot}")
@@ -168,9 +227,38 @@ def _report(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Sess
         if args.out.suffix == ".csv":
             estimate.to_csv(args.out, workload, args.level)
         else:
-            args.out.write_text(json.dumps(report, indent=2))
-        print(f"saved {args.out}")
+            answers = json.loads(estimate.to_json(workload, args.level))["answers"]
+            args.out.write_text(json.dumps({"plan": str(args.plan), "note": estimate.note, "answers": answers}))
+    sys.stdout.flush()
     return 0
+
+
+REPORT = "-- from the kernel, not the plan --"
+"""The header of what ``run`` reports from the kernel's side, printed after the plan has finished."""
+
+
+def report_kernel(args: argparse.Namespace, session: Session) -> None:
+    """What the kernel spent, how it drew its noise, and what was derived: read from this process's own session with
+    the kernel, after the plan's process has ended; with --out JSON, added to the plan's answers."""
+    status, lineage = session.budget, session.lineage()
+    derivations = [{"op": d["op"], "stability": d["stability"]} for _, _, d in lineage.edges(data=True)]
+    print(REPORT)
+    print(f"budget: {status}")
+    if status.seeded:
+        given = f" with --seed {args.seed}" if args.seed is not None else " by the kernel's owner"
+        print(f"noise: seeded{given}: every answer is flagged as reproducible, not private against anyone who knows "
+              "the seed")
+    else:
+        print("noise: secure (the operating system's random source)")
+    print("lineage: " + " -> ".join(f"{d['op']}(x{d['stability']})" for d in derivations))
+    if args.out and args.out.suffix != ".csv" and args.out.is_file():
+        report = json.loads(args.out.read_text())
+        report.update(budget_total=str(status.total.value), budget_spent=str(status.spent.value),
+                      budget_kind=status.total.kind, seeded=status.seeded,
+                      lineage={"sources": lineage.number_of_nodes(), "derivations": derivations})
+        args.out.write_text(json.dumps(report, indent=2))
+    if args.out:
+        print(f"saved {args.out}")
 
 
 class _FitProgress:

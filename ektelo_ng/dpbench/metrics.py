@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ektelo_ng.kernel.matrix import Matrix
+from ektelo_ng.operators.matrix import Matrix
 
 METRICS = ("L1", "L2", "Linf")
 

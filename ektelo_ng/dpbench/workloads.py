@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from ektelo_ng.kernel.matrix import Matrix
+from ektelo_ng.operators.matrix import Matrix
 from ektelo_ng.operators.workload import AllRange, Identity, Kronecker, Prefix, RandomRange
 
 #: DPBench's random range workload size.

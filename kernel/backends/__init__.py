@@ -41,8 +41,10 @@ def check_outside(domain: Domain, outside: Mapping[str, int]) -> None:
     for attribute in domain.attributes:
         if outside[attribute.name]:
             labels = f" or a label in {list(attribute.labels)}" if attribute.labels else ""
-            raise ValueError(f"column {attribute.name!r}: {outside[attribute.name]} row(s) outside the domain "
-                             f"(missing, not an integer in 0..{attribute.size - 1}{labels})")
+            raise ValueError(
+                f"column {attribute.name!r}: {outside[attribute.name]} row(s) outside the domain "
+                f"(missing, not an integer in 0..{attribute.size - 1}{labels})"
+            )
 
 
 def fill(shape: tuple[int, ...], rows: np.ndarray) -> np.ndarray:

@@ -55,8 +55,10 @@ class DuckDBTable(TableBackend):
         self._con = connection or (duckdb.connect() if kind else default() if callable(default) else default)
         path = str(Path(text) / "**" / "*.parquet") if kind and Path(text).is_dir() else text
         self._from: Sql = (
-            (".".join(quote(part) for part in text.split(".")), []) if kind is None
-            else ("read_csv(?, header = true, all_varchar = true)", [path]) if kind == "csv"
+            (".".join(quote(part) for part in text.split(".")), [])
+            if kind is None
+            else ("read_csv(?, header = true, all_varchar = true)", [path])
+            if kind == "csv"
             else ("read_parquet(?)", [path])
         )
         sql, params = self._sql([("*", [])])

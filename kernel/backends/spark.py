@@ -52,8 +52,10 @@ class SparkTable(TableBackend):
             spark = spark or (builder.master(master) if master else builder).getOrCreate()
             kind = source_format(source)
             frame = (
-                spark.table(str(source)) if kind is None
-                else spark.read.csv(str(source), header=True, escape='"') if kind == "csv"
+                spark.table(str(source))
+                if kind is None
+                else spark.read.csv(str(source), header=True, escape='"')
+                if kind == "csv"
                 else spark.read.parquet(str(source))
             )
         check_columns(frame.columns, domain)

@@ -1,5 +1,12 @@
-"""Matrix specifications: a matrix as validated data (pydantic). The kernel never receives matrix objects: it
-rebuilds each spec with its own classes (``from_spec``). Arrays travel as base64 of little-endian bytes."""
+"""The sealed matrix language: the only form in which a matrix reaches the kernel (pydantic, JSON).
+
+A matrix is a ``Stack`` of ``Block``\\ s stacked vertically; a block is ``weight * diag(row_weights) * (L_1 kron ...
+kron L_d)`` over leaves from a closed list: ``identity``, ``ones``, ``ranges`` (axis-aligned boxes over a grid,
+intervals in one dimension), ``dense``, ``sparse`` (CSR) and ``fourier`` (the lowest real Fourier frequencies,
+for EFPA). Row weights go with one leaf only. Nothing else is accepted: the client's algebra (products,
+transposes, named matrices) compiles to this form in ``operators.normal_form``. Arrays travel as base64 of
+little-endian bytes; the limits on list lengths bound what parsing can cost (``kernel.cost``).
+"""
 
 from __future__ import annotations
 
@@ -8,17 +15,16 @@ import math
 from typing import Annotated, Literal, Union
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
-
-import scipy.sparse as sp
-
-from .base import Matrix, Product, Transpose, Weighted
-from .blocks import AllRange, Diagonal, Fourier, Identity, Intervals, Ones
-from .compose import HStack, Kronecker, VStack
-from .dense import Dense, Sparse
-from .ranges import Ranges
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 _DTYPES = {"float64": np.dtype("<f8"), "int64": np.dtype("<i8")}
+
+MAX_BLOCKS = 1 << 12
+"""Blocks in one stack."""
+MAX_FACTORS = 64
+"""Leaves in one block's Kronecker product."""
+MAX_RANGE_DIMENSIONS = 16
+"""Dimensions of a ``ranges`` leaf's grid (its algorithm visits 2^d corners per box)."""
 
 
 class _Spec(BaseModel):
@@ -42,10 +48,16 @@ class ArrayData(_Spec):
     @model_validator(mode="after")
     def _length_matches(self) -> ArrayData:
         expected = math.prod(self.shape) * _DTYPES[self.dtype].itemsize
-        # base64 length is 4 * ceil(bytes / 3); check before decoding anything large.
+        # base64 length is 4 * ceil(bytes / 3); checked before anything is decoded.
         if len(self.base64) != 4 * ((expected + 2) // 3):
-            raise ValueError(f"array data does not hold {math.prod(self.shape)} {self.dtype} values of shape {self.shape}")
+            raise ValueError(
+                f"array data does not hold {math.prod(self.shape)} {self.dtype} values of shape {self.shape}"
+            )
         return self
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
 
     def array(self) -> np.ndarray:
         raw = base64.b64decode(self.base64, validate=True)
@@ -55,77 +67,55 @@ class ArrayData(_Spec):
 Size = Annotated[int, Field(ge=1)]
 
 
-class IdentitySpec(_Spec):
+class IdentityLeaf(_Spec):
+    """The n x n identity."""
+
     kind: Literal["identity"] = "identity"
     n: Size
 
-    def build(self) -> Matrix:
-        return Identity(self.n)
 
+class OnesLeaf(_Spec):
+    """The rows x cols all-ones matrix (1 x n: the total)."""
 
-class OnesSpec(_Spec):
     kind: Literal["ones"] = "ones"
     rows: Size
     cols: Size
 
-    def build(self) -> Matrix:
-        return Ones(self.rows, self.cols)
 
+class RangesLeaf(_Spec):
+    """Box queries over a grid of ``shape`` (row-major): row k sums the cells with lo[k, i] <= index_i <= hi[k, i]."""
 
-class DiagonalSpec(_Spec):
-    kind: Literal["diagonal"] = "diagonal"
-    values: ArrayData
-
-    def build(self) -> Matrix:
-        return Diagonal(self.values.array())
-
-
-class AllRangeSpec(_Spec):
-    kind: Literal["all_range"] = "all_range"
-    n: Size
-
-    def build(self) -> Matrix:
-        return AllRange(self.n)
-
-
-class IntervalsSpec(_Spec):
-    kind: Literal["intervals"] = "intervals"
-    n: Size
-    lo: ArrayData
-    hi: ArrayData
-
-    def build(self) -> Matrix:
-        return Intervals(self.n, self.lo.array(), self.hi.array())
-
-
-class RangesSpec(_Spec):
     kind: Literal["ranges"] = "ranges"
-    shape: list[Size] = Field(min_length=1, max_length=32, fail_fast=True)
+    shape: list[Size] = Field(min_length=1, max_length=MAX_RANGE_DIMENSIONS, fail_fast=True)
     lo: ArrayData
     hi: ArrayData
 
-    def build(self) -> Matrix:
-        return Ranges(self.shape, self.lo.array(), self.hi.array())
+    @model_validator(mode="after")
+    def _corners(self) -> RangesLeaf:
+        d = len(self.shape)
+        if self.lo.dtype != "int64" or self.hi.dtype != "int64" or self.lo.shape != self.hi.shape:
+            raise ValueError("ranges: lo and hi must be int64 arrays of the same shape")
+        if len(self.lo.shape) != 2 or self.lo.shape[1] != d or self.lo.shape[0] < 1:
+            raise ValueError(f"ranges: lo and hi must have shape (boxes, {d}), one corner per box, at least one box")
+        return self
 
 
-class FourierSpec(_Spec):
-    kind: Literal["fourier"] = "fourier"
-    n: Size
-    k: Size
+class DenseLeaf(_Spec):
+    """A matrix given entry by entry (float64, rows x cols)."""
 
-    def build(self) -> Matrix:
-        return Fourier(self.n, self.k)
-
-
-class DenseSpec(_Spec):
     kind: Literal["dense"] = "dense"
     data: ArrayData
 
-    def build(self) -> Matrix:
-        return Dense(self.data.array())
+    @model_validator(mode="after")
+    def _two_dimensional(self) -> DenseLeaf:
+        if self.data.dtype != "float64" or len(self.data.shape) != 2 or min(self.data.shape) < 1:
+            raise ValueError("dense: data must be a non-empty 2-D float64 array")
+        return self
 
 
-class SparseSpec(_Spec):
+class SparseLeaf(_Spec):
+    """A matrix in compressed sparse row form: ``data`` (float64), ``indices`` and ``indptr`` (int64)."""
+
     kind: Literal["sparse"] = "sparse"
     rows: Size
     cols: Size
@@ -133,84 +123,53 @@ class SparseSpec(_Spec):
     indices: ArrayData
     indptr: ArrayData
 
-    def build(self) -> Matrix:
-        indices, indptr = self.indices.array(), self.indptr.array()
-        if indptr.shape != (self.rows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
-            raise ValueError("sparse spec: indptr must be non-decreasing, start at 0 and have rows + 1 entries")
-        if indptr[-1] != indices.size or indices.size != self.data.array().size:
-            raise ValueError("sparse spec: data, indices and indptr disagree in length")
-        if indices.size and (indices.min() < 0 or indices.max() >= self.cols):
-            raise ValueError("sparse spec: column index out of range")
-        return Sparse(sp.csr_array((self.data.array(), indices, indptr), shape=(self.rows, self.cols)))
+    @model_validator(mode="after")
+    def _csr(self) -> SparseLeaf:
+        if (self.data.dtype, self.indices.dtype, self.indptr.dtype) != ("float64", "int64", "int64"):
+            raise ValueError("sparse: data must be float64, indices and indptr int64")
+        if len(self.data.shape) != 1 or self.indices.shape != self.data.shape or self.indptr.shape != [self.rows + 1]:
+            raise ValueError("sparse: data and indices must be 1-D of one length, indptr of length rows + 1")
+        return self
 
 
-class KroneckerSpec(_Spec):
-    kind: Literal["kronecker"] = "kronecker"
-    factors: list[MatrixSpec] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
+class FourierLeaf(_Spec):
+    """The k lowest-frequency rows of the orthonormal real Fourier basis of R^n (EFPA's measurement)."""
 
-    def build(self) -> Matrix:
-        return Kronecker([f.build() for f in self.factors])
+    kind: Literal["fourier"] = "fourier"
+    n: Size
+    k: Size
 
-
-class VStackSpec(_Spec):
-    kind: Literal["vstack"] = "vstack"
-    blocks: list[MatrixSpec] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
-
-    def build(self) -> Matrix:
-        return VStack([b.build() for b in self.blocks])
+    @model_validator(mode="after")
+    def _rows(self) -> FourierLeaf:
+        if self.k > self.n:
+            raise ValueError(f"fourier: the basis of R^{self.n} has {self.n} rows, asked for {self.k}")
+        return self
 
 
-class HStackSpec(_Spec):
-    kind: Literal["hstack"] = "hstack"
-    blocks: list[MatrixSpec] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
-
-    def build(self) -> Matrix:
-        return HStack([b.build() for b in self.blocks])
-
-
-class ProductSpec(_Spec):
-    kind: Literal["product"] = "product"
-    factors: list[MatrixSpec] = Field(min_length=1, max_length=1 << 16, fail_fast=True)
-
-    def build(self) -> Matrix:
-        return Product([f.build() for f in self.factors])
-
-
-class WeightedSpec(_Spec):
-    kind: Literal["weighted"] = "weighted"
-    base: MatrixSpec
-    weight: float
-
-    def build(self) -> Matrix:
-        return Weighted(self.base.build(), self.weight)
-
-
-class TransposeSpec(_Spec):
-    kind: Literal["transpose"] = "transpose"
-    base: MatrixSpec
-
-    def build(self) -> Matrix:
-        return Transpose(self.base.build())
-
-
-MatrixSpec = Annotated[
-    Union[
-        IdentitySpec, OnesSpec, DiagonalSpec, AllRangeSpec, IntervalsSpec, RangesSpec, FourierSpec, DenseSpec,
-        SparseSpec, KroneckerSpec, VStackSpec, HStackSpec, ProductSpec, WeightedSpec, TransposeSpec,
-    ],
-    Field(discriminator="kind"),
+Leaf = Annotated[
+    Union[IdentityLeaf, OnesLeaf, RangesLeaf, DenseLeaf, SparseLeaf, FourierLeaf], Field(discriminator="kind")
 ]
 
-for _model in (KroneckerSpec, VStackSpec, HStackSpec, ProductSpec, WeightedSpec, TransposeSpec):
-    _model.model_rebuild()
 
-MatrixSpecAdapter: TypeAdapter = TypeAdapter(MatrixSpec)
+class Block(_Spec):
+    """``weight * diag(row_weights) * kron(factors)``; ``row_weights`` only with a single factor."""
+
+    weight: float = Field(default=1.0, allow_inf_nan=False)
+    row_weights: ArrayData | None = None
+    factors: list[Leaf] = Field(min_length=1, max_length=MAX_FACTORS, fail_fast=True)
+
+    @model_validator(mode="after")
+    def _row_weights(self) -> Block:
+        if self.row_weights is not None:
+            if len(self.factors) != 1:
+                raise ValueError("row weights go with a block of one factor; give each weighted leaf its own block")
+            if self.row_weights.dtype != "float64" or len(self.row_weights.shape) != 1:
+                raise ValueError("row weights must be a 1-D float64 array")
+        return self
 
 
-def from_spec(spec) -> Matrix:
-    """Rebuild a matrix from a spec model, a dict, or a JSON string."""
-    if isinstance(spec, (str, bytes)):
-        spec = MatrixSpecAdapter.validate_json(spec)
-    elif isinstance(spec, dict):
-        spec = MatrixSpecAdapter.validate_python(spec)
-    return spec.build()
+class Stack(_Spec):
+    """The matrix: its blocks stacked vertically (all with the same number of columns)."""
+
+    kind: Literal["stack"] = "stack"
+    blocks: list[Block] = Field(min_length=1, max_length=MAX_BLOCKS, fail_fast=True)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from decimal import Decimal
 
-from ...kernel.matrix import Identity, Kronecker
+from ..matrix import Identity, Kronecker
 from ..selection import classic
 from ..selection.hdmm.select import OPT0_MAX_CELLS, OPT_PLUS_MAX_PRODUCTS, OPTIMIZERS, default_optimizers
 from ..selection.hdmm.strategies import MAX_LATTICE_ATTRIBUTES, UnionStrategy, workload_svd_bound

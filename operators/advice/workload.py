@@ -20,7 +20,7 @@ from functools import cached_property
 import numpy as np
 
 from ...kernel.domain import Domain
-from ...kernel.matrix import Dense, Identity, Kronecker, Matrix, MatrixSpecAdapter, Ones, Total, VStack, from_spec
+from ..matrix import Dense, Identity, Kronecker, Matrix, MatrixSpecAdapter, Ones, Total, VStack, from_spec
 from ..domains import DomainLike, as_domain
 from ..selection.hdmm.gram import product_terms
 from ..specs import to_spec

@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsqr
 
-from ...kernel.matrix import Dense, Identity, Kronecker, Matrix, Ones, VStack, Weighted
+from ..matrix import Dense, Identity, Kronecker, Matrix, Ones, VStack, Weighted
 from ..measurement import Measurement
 from .tables import Clique
 

@@ -31,7 +31,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from ...kernel.matrix import (
+from ..matrix import (
     Dense,
     Diagonal,
     Identity,

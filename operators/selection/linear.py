@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...kernel.matrix import Matrix
+from ..matrix import Matrix
 from ...kernel.privacy import PureDP, ZCDP
 from .. import measure
 from ..covariance import LeastSquaresCovariance

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import TypeVar
 
-from ...kernel.matrix import Matrix
+from ..matrix import Matrix
 from ..specs import to_spec
 
 MAX_ENTRIES = 32

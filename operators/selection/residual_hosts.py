@@ -40,7 +40,7 @@ from itertools import combinations
 
 import numpy as np
 
-from ...kernel.matrix import Dense, Kronecker, Matrix, Total, VStack, Weighted
+from ..matrix import Dense, Kronecker, Matrix, Total, VStack, Weighted
 from ..privacy import split_amount
 from ..client import Handle
 from ..residual import Subset, SubsetFamily, sub_matrix

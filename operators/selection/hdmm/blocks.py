@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ....kernel.matrix import Intervals, Matrix
+from ...matrix import Intervals, Matrix
 from .gram import Gram, Term
 from .opt0 import factor_error, row_errors
 from ..strategy import Noise

@@ -17,7 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ....kernel.matrix import Identity, Intervals, Kronecker, Matrix, Ones, Ranges, VStack, Weighted
+from ...matrix import Identity, Intervals, Kronecker, Matrix, Ones, Ranges, VStack, Weighted
 from ...algebra import gram
 
 #: One product of a union workload: (weight w_j, (W_1^(j), ..., W_d^(j))).

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ....kernel.matrix import Identity, Kronecker, Matrix
+from ...matrix import Identity, Kronecker, Matrix
 from .blocks import AttributeBlocks
 from .gram import Gram, Term, product_terms
 from .opt0 import optimize_factor

@@ -34,7 +34,7 @@ import scipy.linalg
 import scipy.linalg.blas
 from scipy.optimize import Bounds, minimize
 
-from ....kernel.matrix import Dense, Diagonal, HStack, Identity, Intervals, Matrix, Ones, Product, Total, VStack
+from ...matrix import Dense, Diagonal, HStack, Identity, Intervals, Matrix, Ones, Product, Total, VStack
 from ....kernel.matrix.threads import single_threaded_blas
 from ... import algebra
 from ...linalg import gram_inverse_root

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ....kernel.matrix import Identity, Matrix
+from ...matrix import Identity, Matrix
 from . import marginals as marg
 from .gram import product_terms
 from .kron import opt_0, opt_kron, opt_plus

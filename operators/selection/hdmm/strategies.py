@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsmr
 
-from ....kernel.matrix import Kronecker, Matrix, VStack
+from ...matrix import Kronecker, Matrix, VStack
 from ...matrices import Marginals
 from ...algebra import pinv
 from . import marginals as marg

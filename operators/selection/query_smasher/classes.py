@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 
 from ...domains import DomainLike, as_domain
-from ....kernel.matrix import AllRange, Dense, Identity, Kronecker, Matrix
+from ...matrix import AllRange, Dense, Identity, Kronecker, Matrix
 from ...matrices import Prefix
 
 QueryClass = Literal["marginal", "prefix", "range", "circular", "affine", "abs", "random"]

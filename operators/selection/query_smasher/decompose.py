@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ....kernel.domain import Domain
-from ....kernel.matrix import Kronecker, Matrix, Sparse, VStack, Weighted
+from ...matrix import Kronecker, Matrix, Sparse, VStack, Weighted
 from ... import algebra
 
 Subset = tuple[int, ...]

@@ -28,7 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ....kernel.matrix import Identity, Kronecker, Matrix, Product, Total, VStack, Weighted
+from ...matrix import Identity, Kronecker, Matrix, Product, Total, VStack, Weighted
 from ...client import Handle
 from ...measurement import Measurement
 from ...privacy import split_amount

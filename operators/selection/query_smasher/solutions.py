@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from ....kernel.matrix import Dense, Kronecker, Matrix, Product, Sparse
+from ...matrix import Dense, Kronecker, Matrix, Product, Sparse
 from ...residual import sub_matrix
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ....kernel.domain import Domain
-from ....kernel.matrix import Matrix
+from ...matrix import Matrix
 from ... import measure
 from ...marginal_estimate import MarginalEstimate
 from ...measurement import Measurement

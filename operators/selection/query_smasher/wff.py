@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ....kernel.matrix import Dense, Matrix
+from ...matrix import Dense, Matrix
 from .solutions import SubSolution
 
 #: Fourier weights below this fraction of the largest are treated as zero (not measured).

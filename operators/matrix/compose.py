@@ -11,7 +11,7 @@ from functools import cached_property, reduce
 import numpy as np
 
 from .base import Matrix, Norm
-from .threads import single_threaded_blas
+from ...kernel.matrix.threads import single_threaded_blas
 
 
 #: Factors with at most this many entries are applied as dense blocks.

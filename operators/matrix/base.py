@@ -1,5 +1,5 @@
 """The implicit matrix base class (scipy LinearOperator's shape, plus column norms) and the generic compositions:
-product, scalar weight, transpose. Materializing is an explicit call (``dense()``); specs are ``kernel.matrix.spec``."""
+product, scalar weight, transpose. Materializing is an explicit call (``dense()``); specs are ``operators.matrix.spec``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,266 @@
+"""The measurement requests: each validated and prepared from public facts only (its cost checked, its sensitivity,
+scale, grid and charges derived), returned as a ``Measurement`` for ``Kernel.handle`` to plan, read, charge and
+release. The privacy argument of each is its mechanism's card (``kernel.mechanisms``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from . import protocol as p
+from .limits import Cost, Work
+from .matrix import SealedMatrix
+from .mechanisms import dawa, efpa, exponential, gaussian, laplace, php, privbayes, structure_first
+from .mechanisms.release import Prepared, release_many
+from .noise import NoiseSource
+from .sources import Sources, Table, Vector
+from .transforms import check_histograms, projected
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A measurement ready to run: the charges it needs; ``exact(work)``, the only step that reads the data (its
+    pre-noise values or scores), run once the charges are known to fit; ``release(exact, noise)``, which only draws
+    noise and cannot fail."""
+
+    charges: list[tuple[str, Fraction]]
+    exact: Callable[[Work], Any]
+    release: Callable[[Any, NoiseSource], Any]
+
+
+def _matrices(
+    sources: Sources, specs: list, columns: list[int | None], vectors: list[int], what: str, work: Work
+) -> list[SealedMatrix]:
+    """The matrices, built once their costs together (all held at once, applied one after another) are checked."""
+    costs = [SealedMatrix.cost(spec, sources.limits, cells, n) for spec, cells, n in zip(specs, columns, vectors)]
+    total = sum((build for build, _ in costs), Cost())
+    for _, apply in costs:
+        total = total.then(apply)
+    _check(sources, what, total)
+    return [SealedMatrix(spec, work) for spec in specs]
+
+
+def _matrix(sources: Sources, spec, cells: int, work: Work, applications: int = 1) -> SealedMatrix:
+    """One matrix for ``cells``-cell vectors, applied ``applications`` times, its cost checked before it is built."""
+    build, apply = SealedMatrix.cost(spec, sources.limits, cells)
+    _check(sources, "this matrix", build.then(apply * applications))
+    return SealedMatrix(spec, work)
+
+
+def _answer(sources: Sources, source: str, prepared: Prepared, exact: Callable[[Work], np.ndarray]) -> Measurement:
+    def release(values: np.ndarray, noise: NoiseSource) -> p.Answer:
+        return p.Answer(
+            values=p.ArrayData.of(prepared.release(values, noise)),
+            noise=prepared.noise,
+            scale=prepared.scale,
+            grid=prepared.grid,
+            charge=sources.accountant.as_budget(prepared.cost),
+            seeded=noise.is_seeded,
+        )
+
+    return Measurement([(source, prepared.cost)], exact, release)
+
+
+def _selection(
+    sources: Sources, request, scores: Callable[[Work], Any], pick: Callable[[Any, NoiseSource], Any]
+) -> Measurement:
+    """An exponential-mechanism request charged eps (eps^2/8 under zCDP)."""
+    charge = exponential.cost(request.epsilon, sources.accountant.kind)
+
+    def release(exact, noise: NoiseSource) -> p.Selected | p.Splits:
+        choice, budget = pick(exact, noise), sources.accountant.as_budget(charge)
+        if isinstance(choice, list):
+            return p.Splits(indices=choice, charge=budget, seeded=noise.is_seeded)
+        return p.Selected(index=choice, charge=budget, seeded=noise.is_seeded)
+
+    return Measurement([(request.source, charge)], scores, release)
+
+
+def _check(sources: Sources, what: str, cost: Cost) -> None:
+    sources.limits.check(what, cost, sources.held)
+
+
+# ---- linear answers -----------------------------------------------------------------------------------------------
+
+
+def laplace_answers(sources: Sources, request: p.Laplace, work: Work) -> Measurement:
+    vector = sources.get(request.source, Vector)
+    M = _matrix(sources, request.matrix, vector.values.size, work)
+    prepared = laplace.prepare(M, vector.bound, request.epsilon, sources.accountant.kind)
+    return _answer(sources, request.source, prepared, lambda work: M.apply(vector.values, work))
+
+
+def gaussian_answers(sources: Sources, request: p.Gaussian, work: Work) -> Measurement:
+    vector = sources.get(request.source, Vector)
+    M = _matrix(sources, request.matrix, vector.values.size, work)
+    prepared = gaussian.prepare(M, vector.bound, request.rho, request.sigma, sources.accountant.kind)
+    return _answer(sources, request.source, prepared, lambda work: M.apply(vector.values, work))
+
+
+def gaussian_batch(sources: Sources, request: p.GaussianBatch, work: Work) -> Measurement:
+    """Each item exactly as its own ``gaussian`` request (same matrix, sensitivity, scale, grid, charge); the
+    charges compose in order and are made together, all or none, before any noise is drawn."""
+    vectors = [sources.get(item.source, Vector) for item in request.items]
+    uses = [sum(item.matrix == j for item in request.items) for j in range(len(request.matrices))]
+    widths = {item.matrix: v.values.size for item, v in zip(request.items, vectors)}
+    for position, (item, vector) in enumerate(zip(request.items, vectors)):
+        if widths[item.matrix] != vector.values.size:
+            raise ValueError(f"item {position}: matrix {item.matrix} is used on vectors of different sizes")
+    matrices = _matrices(
+        sources,
+        request.matrices,
+        [widths.get(j) for j in range(len(uses))],
+        [max(1, n) for n in uses],
+        "this batch",
+        work,
+    )
+    prepared, memo = [], {}
+    for item, vector in zip(request.items, vectors):
+        key = (item.matrix, item.rho, item.sigma, vector.bound)
+        if key not in memo:
+            memo[key] = gaussian.prepare(
+                matrices[item.matrix], vector.bound, item.rho, item.sigma, sources.accountant.kind
+            )
+        prepared.append(memo[key])
+
+    def exact(work: Work) -> list[np.ndarray]:
+        """Each matrix on all its items' vectors at once (stacked as columns: one pass over the matrix)."""
+        out: list[np.ndarray | None] = [None] * len(vectors)
+        for j, M in enumerate(matrices):
+            members = [i for i, item in enumerate(request.items) if item.matrix == j]
+            if members:
+                answers = M.apply(np.stack([vectors[i].values for i in members], axis=1), work)
+                for column, i in enumerate(members):
+                    out[i] = answers[:, column]
+        return out
+
+    def release(values: list[np.ndarray], noise: NoiseSource) -> p.Answers:
+        released = release_many(prepared, values, noise)
+        return p.Answers(
+            answers=[
+                p.Answer(
+                    values=p.ArrayData.of(v),
+                    noise=q.noise,
+                    scale=q.scale,
+                    grid=q.grid,
+                    charge=sources.accountant.as_budget(q.cost),
+                    seeded=noise.is_seeded,
+                )
+                for q, v in zip(prepared, released)
+            ]
+        )
+
+    return Measurement([(item.source, q.cost) for item, q in zip(request.items, prepared)], exact, release)
+
+
+def noisy_count(sources: Sources, request: p.NoisyCount, work: Work) -> Measurement:
+    source = sources.get(request.source)
+    if isinstance(source, Table):
+        size, total = sources.max_rows, lambda work: np.array([source.backend.count(source.predicate)])
+    else:
+        size, total = source.bound, lambda work: np.array([source.values.sum()])
+    prepared = laplace.count(size, request.epsilon, sources.accountant.kind)
+    return _answer(sources, request.source, prepared, total)
+
+
+def dyadic_deviations(sources: Sources, request: p.DyadicDeviations, work: Work) -> Measurement:
+    vector = sources.get(request.source, Vector)
+    _check(sources, "DAWA's deviations", dawa.cost(vector.values.size))
+    prepared = dawa.prepare(vector.values.size, vector.bound, request.epsilon, sources.accountant.kind)
+    return _answer(
+        sources, request.source, prepared, lambda work: dawa.deviations(vector.values.astype(np.float64), work)
+    )
+
+
+# ---- selections ---------------------------------------------------------------------------------------------------
+
+
+def worst_approx(sources: Sources, request: p.WorstApprox, work: Work) -> Measurement:
+    vector = sources.get(request.source, Vector)
+    W = _matrix(sources, request.workload, vector.values.size, work, applications=2)
+    estimate = request.estimate.array()
+    if estimate.shape != vector.values.shape or not np.all(np.isfinite(estimate)):
+        raise ValueError(f"the estimate must be {vector.values.size} finite numbers, got shape {estimate.shape}")
+    answers = exponential.offsets(W, estimate, work)
+    sensitivity = exponential.sensitivity(W, vector.bound, answers, request.epsilon)
+    return _selection(
+        sources,
+        request,
+        lambda work: exponential.scores(W, vector.values, answers, work),
+        lambda scores, noise: exponential.select(noise, scores, request.epsilon, sensitivity),
+    )
+
+
+def split_points(sources: Sources, request: p.SplitPoints, work: Work) -> Measurement:
+    vector = sources.get(request.source, Vector)
+    _check(sources, "PHP's split scores", php.check(request.intervals, vector.values.size))
+    sensitivities = [
+        exponential.selectable(request.epsilon, php.sensitivity(stop - start, vector.bound))
+        for start, stop in request.intervals
+    ]
+
+    def scores(work: Work) -> list[np.ndarray]:  # disjoint intervals: parallel composition, one charge of eps
+        return [php.scores(vector.values[a:b].astype(np.float64), work) for a, b in request.intervals]
+
+    def pick(exact: list[np.ndarray], noise: NoiseSource) -> list[int]:
+        return [
+            start + 1 + exponential.select(noise, s, request.epsilon, sensitivity)
+            for (start, _), s, sensitivity in zip(request.intervals, exact, sensitivities)
+        ]
+
+    return _selection(sources, request, scores, pick)
+
+
+def fourier_select(sources: Sources, request: p.FourierSelect, work: Work) -> Measurement:
+    vector = sources.get(request.source, Vector)
+    offsets = request.offsets.array()
+    _check(sources, "EFPA's Fourier scores", efpa.check(vector.values.size, offsets))
+    sensitivity = exponential.selectable(request.epsilon, efpa.sensitivity(vector.values.size, vector.bound, offsets))
+    return _selection(
+        sources,
+        request,
+        lambda work: efpa.scores(vector.values.astype(np.float64), offsets, work),
+        lambda scores, noise: 1 + exponential.select(noise, scores, request.epsilon, sensitivity),
+    )
+
+
+def structure_first_boundaries(sources: Sources, request: p.StructureFirst, work: Work) -> Measurement:
+    vector = sources.get(request.source, Vector)
+    n = vector.values.size
+    _check(sources, "StructureFirst's dynamic program", structure_first.check(n, request.buckets))
+    sensitivity = exponential.selectable(
+        request.epsilon / (request.buckets - 1),
+        structure_first.sensitivity(n, request.bound, request.buckets, vector.bound),
+    )
+    return _selection(
+        sources,
+        request,
+        lambda work: structure_first.bucket_costs(
+            np.clip(vector.values.astype(np.float64), 0.0, request.bound), request.buckets - 1, work
+        ),
+        lambda costs, noise: structure_first.boundaries(noise, costs, request.buckets, request.epsilon, sensitivity),
+    )
+
+
+def privbayes_select(sources: Sources, request: p.PrivBayesSelect, work: Work) -> Measurement:
+    table = sources.get(request.source, Table)
+    tables = [projected(table, [child, *parents]) for child, parents in request.candidates]
+    check_histograms(sources, tables)
+    _check(sources, "PrivBayes's scores", privbayes.cost([t.domain.size for t in tables]))
+    sensitivity = exponential.selectable(request.epsilon, privbayes.sensitivity(sources.max_rows))
+    children = [table.backend.domain.index(child) for child, _ in request.candidates]
+
+    def scores(work: Work) -> np.ndarray:
+        out = []
+        for t, child in zip(tables, children):
+            work.step(64 * t.domain.size)
+            out.append(privbayes.score(t.backend.histogram(t.attributes, t.predicate), t.attributes.index(child)))
+        return np.array(out)
+
+    return _selection(
+        sources, request, scores, lambda scores, noise: exponential.select(noise, scores, request.epsilon, sensitivity)
+    )
