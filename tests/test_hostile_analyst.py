@@ -48,6 +48,11 @@ def kron(*factors) -> dict:
     return {"kind": "kronecker", "factors": list(factors)}
 
 
+def sealed(*factors, **block) -> dict:
+    """A matrix in the kernel's sealed language: one block of ``factors``."""
+    return {"kind": "stack", "blocks": [{"factors": list(factors), **block}]}
+
+
 def amplified(leaf, m: int, k: int) -> dict:
     """3 y - (3 - m^-k) y for y = m^k x, with m^k x built from a transposed one-row leaf (x -> m copies) and its
     sum, k times: exactly x in the reals, but its float evaluation rounds at the scale of m^k x, which a bound
@@ -115,6 +120,40 @@ def test_a_transform_is_never_given_less_stability_than_its_exact_column_norm(re
         a.close()
 
 
+def _requests(x: str, root: str, epsilon: str) -> dict[str, dict]:
+    """One request of every measurement, at ``epsilon``, on the 16-cell vector x (or its table)."""
+    leaf = {"kind": "dense", "data": array(np.linspace(-2.0**30, 2.0**30, 32).reshape(2, 16))}
+    return {
+        "laplace": {"op": "laplace", "source": x, "epsilon": epsilon, "matrix": sealed(leaf)},
+        "gaussian": {"op": "gaussian", "source": x, "sigma": float(epsilon), "matrix": sealed(leaf)},
+        "noisy_count": {"op": "noisy_count", "source": root, "epsilon": epsilon},
+        "worst_approx": {"op": "worst_approx", "source": x, "epsilon": epsilon, "workload": sealed(leaf),
+                         "estimate": array(np.full(16, 2.0**40))},
+        "dyadic_deviations": {"op": "dyadic_deviations", "source": x, "epsilon": epsilon},
+        "split_points": {"op": "split_points", "source": x, "epsilon": epsilon, "intervals": [[0, 8], [8, 16]]},
+        "fourier_select": {"op": "fourier_select", "source": x, "epsilon": epsilon, "offsets": array(np.zeros(16))},
+        "structure_first": {"op": "structure_first", "source": x, "epsilon": epsilon, "buckets": 3, "bound": 1e300},
+        "privbayes_select": {"op": "privbayes_select", "source": root, "epsilon": epsilon, "candidates": [["a", []]]},
+    }
+
+
+@pytest.mark.parametrize("op", sorted(_requests("", "", "1")))
+@pytest.mark.parametrize("epsilon", ["1e-20", "1", "1e20"])
+def test_whether_a_measurement_fails_never_depends_on_the_data(op, epsilon, remote):
+    """Every step that reads data comes after every check that can fail, so on neighbouring tables a measurement
+    at the edges of its parameters succeeds on both with the same charge, or is refused on both charging nothing."""
+    budget = ZCDP(10**20) if op == "gaussian" else PureDP(10**20)
+
+    def send(a):
+        return a.send(_requests(a.vector(), a.root(), epsilon)[op])
+
+    (first, spent_first), (second, spent_second) = neighbour_replies([0, 2**20, 5] + [1] * 13, 1, send, budget,
+                                                                     remote)
+    assert first["kind"] == second["kind"] and spent_first == spent_second, (first, second)
+    if first["kind"] == "error":
+        assert first["message"] == second["message"]
+
+
 # ---- 2. every request's time and memory are bounded before any work --------------------------------------------
 
 
@@ -146,11 +185,6 @@ def refused_cheaply(a: Analyst, request: dict, *mentions: str) -> dict:
     entry = a.journal[-1]
     assert entry["work"] <= 1 << 22, f"the refusal came after {entry['work']} steps of work"
     return reply
-
-
-def sealed(*factors, **block) -> dict:
-    """A matrix in the kernel's sealed language: one block of ``factors``."""
-    return {"kind": "stack", "blocks": [{"factors": list(factors), **block}]}
 
 
 @pytest.mark.parametrize("dims", [20, 32])

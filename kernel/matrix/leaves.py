@@ -78,13 +78,26 @@ class Leaf:
     row_l1: float = 1.0
     nonzeros: int = 1
 
-    def apply(self, Z: np.ndarray, work: Work) -> np.ndarray:
-        """L @ Z for Z of shape (cols, m), counting its steps."""
+    def apply(self, T: np.ndarray, axis: int, work: Work) -> np.ndarray:
+        """L applied along ``axis`` of the array T (whose ``axis`` has ``cols`` entries: ``rows`` after), counting
+        its steps; nothing is transposed or copied that the algorithm does not need."""
         raise NotImplementedError
 
     def column_sums(self, power: int, weights: np.ndarray | None, work: Work) -> Sums:
         """Upper bounds on sum_r |w_r L_rj|^power for every column j (``weights`` None: all 1), counting its steps."""
         raise NotImplementedError
+
+
+def _prefix_sums(source: np.ndarray, axis: int, out: np.ndarray) -> None:
+    """Running sums of ``source`` along ``axis`` into ``out`` (may be ``source``): a slice at a time when the slices
+    are long (numpy's cumsum strides through memory, ten times slower there), else numpy's cumsum."""
+    if source.shape[axis] * 256 > source.size:
+        np.cumsum(source, axis=axis, out=out)
+        return
+    into, each = np.moveaxis(out, axis, 0), np.moveaxis(source, axis, 0)
+    into[0] = each[0]
+    for i in range(1, into.shape[0]):
+        np.add(into[i - 1], each[i], out=into[i])
 
 
 def _powered(weights: np.ndarray | None, power: int) -> tuple[np.ndarray | None, bool]:
@@ -104,8 +117,8 @@ class Identity(Leaf):
     def cost(leaf: s.IdentityLeaf) -> LeafCost:
         return LeafCost(leaf.n, leaf.n, 0, 0, 0, 0, leaf.n)
 
-    def apply(self, Z, work):
-        return Z
+    def apply(self, T, axis, work):
+        return T
 
     def column_sums(self, power, weights, work):
         work.step(2 * self.cols)
@@ -124,9 +137,10 @@ class Ones(Leaf):
     def cost(leaf: s.OnesLeaf) -> LeafCost:
         return LeafCost(leaf.rows, leaf.cols, 0, 0, leaf.cols + leaf.rows, 8 * leaf.rows, leaf.cols + leaf.rows)
 
-    def apply(self, Z, work):
-        work.step(Z.size + self.rows * Z.shape[1])
-        return np.repeat(Z.sum(axis=0, keepdims=True), self.rows, axis=0)
+    def apply(self, T, axis, work):
+        work.step(T.size + self.rows * T.size // self.cols)
+        sums = T.sum(axis=axis, keepdims=True)
+        return sums if self.rows == 1 else np.repeat(sums, self.rows, axis=axis)
 
     def column_sums(self, power, weights, work):
         work.step(self.cols + (0 if weights is None else 2 * self.rows))
@@ -177,19 +191,23 @@ class Ranges(Leaf):
             corners.append((np.ravel_multi_index(tuple(coordinates.T), padded), -1 if (d - sum(choice)) % 2 else 1))
         return corners
 
-    def apply(self, Z, work):
-        m = Z.shape[1]
-        sums = np.zeros(tuple(n + 1 for n in self.shape) + (m,))
-        work.step((len(self.shape) + 1) * sums.size)
-        inner = Z.reshape(self.shape + (m,))
-        for axis in range(len(self.shape)):
-            inner = np.cumsum(inner, axis=axis)
-        sums[tuple(slice(1, None) for _ in self.shape)] = inner
-        flat = sums.reshape(-1, m)
-        out = np.zeros((self.rows, m))
-        for index, sign in self._corners:
+    def apply(self, T, axis, work):
+        d, before, after = len(self.shape), T.shape[:axis], T.shape[axis + 1 :]
+        sums = np.zeros(before + tuple(n + 1 for n in self.shape) + after)
+        work.step((d + 1) * sums.size)
+        inner = sums[(slice(None),) * axis + (slice(1, None),) * d]
+        source = T.reshape(before + self.shape + after)
+        for grid_axis in range(axis, axis + d):
+            _prefix_sums(source, grid_axis, inner)
+            source = inner
+        flat = sums.reshape(before + (-1,) + after)
+        (index, sign), *others = self._corners
+        out = np.take(flat, index, axis=axis)
+        if sign < 0:
+            np.negative(out, out=out)
+        for index, sign in others:
             work.step(2 * out.size)
-            out += sign * flat[index]
+            (np.add if sign > 0 else np.subtract)(out, np.take(flat, index, axis=axis), out=out)
         return out
 
     def column_sums(self, power, weights, work):
@@ -237,9 +255,9 @@ class Dense(Leaf):
         rows, cols = leaf.data.shape
         return LeafCost(rows, cols, 8 * rows * cols, 24 * rows * cols, 2 * rows * cols, 0, 3 * rows * cols)
 
-    def apply(self, Z, work):
-        work.step(2 * self.array.size * Z.shape[1])
-        return self.array @ Z
+    def apply(self, T, axis, work):
+        work.step(2 * self.array.size * (T.size // self.cols))
+        return np.moveaxis(np.tensordot(self.array, T, axes=([1], [axis])), 0, axis)
 
     def column_sums(self, power, weights, work):
         work.step(3 * self.array.size)
@@ -320,9 +338,11 @@ class Sparse(Leaf):
             4 * entries + leaf.cols,
         )
 
-    def apply(self, Z, work):
-        work.step((2 * self.matrix.nnz + self.rows) * Z.shape[1])
-        return np.asarray(self.matrix @ Z)
+    def apply(self, T, axis, work):
+        moved = np.moveaxis(T, axis, 0)
+        work.step((2 * self.matrix.nnz + self.rows + self.cols) * (T.size // self.cols))
+        out = np.asarray(self.matrix @ moved.reshape(self.cols, -1))
+        return np.moveaxis(out.reshape((self.rows,) + moved.shape[1:]), 0, axis)
 
     def column_sums(self, power, weights, work):
         work.step(4 * self.matrix.nnz + self.cols)

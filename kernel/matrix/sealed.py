@@ -35,14 +35,17 @@ from ..limits import Cost, Limits, Work
 
 Norm = Literal["l1", "l2"]
 
-INTEGER_KINDS = ("identity", "ones", "ranges")
-"""Leaves applied first: integer algorithms, exact on counts below 2^53."""
+DOT_KINDS = ("dense", "sparse", "fourier")
+"""Leaves applied by dot products, after the others: a ranges leaf's prefix sums and differences are exact on
+integers, but not bounded entry by entry on rounded values."""
 
 
 def _order(factors: list) -> list[int]:
-    """The evaluation order of a block's factors: integer kinds first, each group in factor order."""
-    first = [k for k, f in enumerate(factors) if f.kind in INTEGER_KINDS]
-    return first + [k for k in range(len(factors)) if k not in first]
+    """The evaluation order of a block's factors: the identity, ones and ranges leaves first (exact on counts), then
+    the dot-product leaves, each group in factor order."""
+    return [k for k, f in enumerate(factors) if f.kind not in DOT_KINDS] + [
+        k for k, f in enumerate(factors) if f.kind in DOT_KINDS
+    ]
 
 
 def block_cost(block: s.Block, limits: Limits, vectors: int) -> tuple[int, int, Cost, Cost]:
@@ -109,7 +112,9 @@ class Block:
     def __init__(self, block: s.Block, work: Work):
         self.leaves: list[Leaf] = [BUILDERS[f.kind](f, work) for f in block.factors]
         self.order = _order(block.factors)
-        self.dot_leaves = [self.leaves[k] for k in self.order if block.factors[k].kind not in INTEGER_KINDS]
+        first_dot = next((i for i, k in enumerate(self.order) if block.factors[k].kind in DOT_KINDS), len(self.order))
+        self.exact_leaves = [self.leaves[k] for k in self.order[:first_dot]]
+        self.real_leaves = [self.leaves[k] for k in self.order[first_dot:]]  # applied to rounded values
         self.rows = math.prod(f.rows for f in self.leaves)
         self.cols = math.prod(f.cols for f in self.leaves)
         self._sums: dict[int, tuple[np.ndarray, bool]] = {}
@@ -133,28 +138,28 @@ class Block:
 
     def growth(self, size: float) -> tuple[float, float]:
         """(bound on the integer leaves' values, bound on every value computed) on inputs of L1 norm <= size."""
-        integer = size * math.prod(self.leaves[k].growth for k in self.order[: len(self.order) - len(self.dot_leaves)])
-        everything = integer * math.prod(f.growth for f in self.dot_leaves) * (1 + gamma(self.length + 1))
+        integer = size * math.prod(f.growth for f in self.exact_leaves)
+        everything = integer * math.prod(f.growth for f in self.real_leaves) * (1 + gamma(self.length + 1))
         return integer, everything * max(1.0, self.c_max)
 
     @cached_property
     def length(self) -> int:
-        """L: the dot-product lengths summed (each product's roundings along its path)."""
-        return sum(f.dot_length for f in self.dot_leaves)
+        """L: the dot-product lengths of the stages on rounded values, summed (each product's roundings on its path)."""
+        return sum(f.dot_length for f in self.real_leaves)
 
     @cached_property
     def underflow(self) -> float:
         """U: each dot-product stage's underflows (TINY per product) carried through the later stages' row L1 norms."""
         total = 0.0
-        for position, leaf in enumerate(self.dot_leaves):
-            later = math.prod(max(1.0, f.row_l1) for f in self.dot_leaves[position + 1 :])
+        for position, leaf in enumerate(self.real_leaves):
+            later = math.prod(max(1.0, f.row_l1) for f in self.real_leaves[position + 1 :])
             total += leaf.dot_length * TINY * later
         return 2 * total
 
     def exact(self, size: float) -> bool:
         """Whether every answer is an exact integer on counts of L1 norm <= size."""
         _, peak = self.growth(size)
-        return all(f.integer for f in self.dot_leaves) and self.c_integer and peak < EXACT
+        return all(f.integer for f in self.real_leaves) and self.c_integer and peak < EXACT
 
     def error(self, size: float, sensitivity_l1: float) -> float:
         """A bound on sum_r |fl(M x)_r - (M x)_r| over any set of rows, for ||x||_1 <= size (0 if exact)."""
@@ -197,18 +202,16 @@ class Block:
         return (out, True) if exact else (out * (1 + 2 * gamma(len(parts) + 3)) + 4 * TINY, False)
 
     def apply(self, X: np.ndarray, work: Work) -> np.ndarray:
-        """The block on the columns of X (cols x m), leaf by leaf in ``order``, then the weights."""
+        """The block on the columns of X (cols x m): each leaf along its own axis of X as a tensor, in ``order``,
+        then the weights."""
         m = X.shape[1]
         T = X.reshape(tuple(f.cols for f in self.leaves) + (m,))
         for k in self.order:
-            leaf = self.leaves[k]
-            moved = np.moveaxis(T, k, 0)
-            Z = moved.reshape(leaf.cols, -1)
-            work.step(2 * Z.size)
-            Y = leaf.apply(Z, work)
-            T = np.moveaxis(Y.reshape((leaf.rows,) + moved.shape[1:]), 0, k)
-        out = np.ascontiguousarray(T).reshape(self.rows, m)
+            T = self.leaves[k].apply(T, k, work)
+        out = T.reshape(self.rows, m)
         work.step(2 * out.size)
+        if self.weights is None and self.c == 1.0:
+            return out
         return out * (self.c if self.weights is None else self.c[:, None])
 
 
