@@ -15,6 +15,9 @@ _RAISE = "a data owner can raise it with Kernel(..., limits=Limits({option}=...)
 
 SOURCE_BYTES = 4096
 """What a source holds besides its data (its lineage node, accounting and handle), counted against ``memory``."""
+OBJECT_STEPS = 1 << 16
+"""The Python work of one object of a request (a leaf, a block; a matrix or a batch item counts two), in steps:
+measured at 0.45 ms for a one-leaf matrix and its item, about 6 x 2^16 steps of a nanosecond."""
 
 
 @dataclass(frozen=True)

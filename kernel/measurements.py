@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from . import protocol as p
-from .limits import Cost, Work
+from .limits import OBJECT_STEPS, Cost, Work
 from .matrix import SealedMatrix
 from .mechanisms import dawa, efpa, exponential, gaussian, laplace, php, privbayes, structure_first
 from .mechanisms.release import Prepared, release_many
@@ -33,11 +33,12 @@ class Measurement:
 
 
 def _matrices(
-    sources: Sources, specs: list, columns: list[int | None], vectors: list[int], what: str, work: Work
+    sources: Sources, specs: list, columns: list[int | None], vectors: list[int], what: str, work: Work, more: Cost
 ) -> list[SealedMatrix]:
-    """The matrices, built once their costs together (all held at once, applied one after another) are checked."""
+    """The matrices, built once their costs together (all held at once, applied one after another), and ``more``,
+    are checked."""
     costs = [SealedMatrix.cost(spec, sources.limits, cells, n) for spec, cells, n in zip(specs, columns, vectors)]
-    total = sum((build for build, _ in costs), Cost())
+    total = sum((build for build, _ in costs), more)
     for _, apply in costs:
         total = total.then(apply)
     _check(sources, what, total)
@@ -105,19 +106,23 @@ def gaussian_batch(sources: Sources, request: p.GaussianBatch, work: Work) -> Me
     """Each item exactly as its own ``gaussian`` request (same matrix, sensitivity, scale, grid, charge); the
     charges compose in order and are made together, all or none, before any noise is drawn."""
     vectors = [sources.get(item.source, Vector) for item in request.items]
-    uses = [sum(item.matrix == j for item in request.items) for j in range(len(request.matrices))]
-    widths = {item.matrix: v.values.size for item, v in zip(request.items, vectors)}
+    members: dict[int, list[int]] = {}  # the items of each matrix
+    for position, item in enumerate(request.items):
+        members.setdefault(item.matrix, []).append(position)
+    widths = {j: vectors[items[0]].values.size for j, items in members.items()}
     for position, (item, vector) in enumerate(zip(request.items, vectors)):
         if widths[item.matrix] != vector.values.size:
             raise ValueError(f"item {position}: matrix {item.matrix} is used on vectors of different sizes")
     matrices = _matrices(
         sources,
         request.matrices,
-        [widths.get(j) for j in range(len(uses))],
-        [max(1, n) for n in uses],
+        [widths.get(j) for j in range(len(request.matrices))],
+        [max(1, len(members.get(j, []))) for j in range(len(request.matrices))],
         "this batch",
         work,
+        Cost(2 * OBJECT_STEPS * len(request.items)),
     )
+    work.step(2 * OBJECT_STEPS * len(request.items))
     prepared, memo = [], {}
     for item, vector in zip(request.items, vectors):
         key = (item.matrix, item.rho, item.sigma, vector.bound)
@@ -130,12 +135,10 @@ def gaussian_batch(sources: Sources, request: p.GaussianBatch, work: Work) -> Me
     def exact(work: Work) -> list[np.ndarray]:
         """Each matrix on all its items' vectors at once (stacked as columns: one pass over the matrix)."""
         out: list[np.ndarray | None] = [None] * len(vectors)
-        for j, M in enumerate(matrices):
-            members = [i for i, item in enumerate(request.items) if item.matrix == j]
-            if members:
-                answers = M.apply(np.stack([vectors[i].values for i in members], axis=1), work)
-                for column, i in enumerate(members):
-                    out[i] = answers[:, column]
+        for j, items in members.items():
+            answers = matrices[j].apply(np.stack([vectors[i].values for i in items], axis=1), work)
+            for column, i in enumerate(items):
+                out[i] = answers[:, column]
         return out
 
     def release(values: list[np.ndarray], noise: NoiseSource) -> p.Answers:

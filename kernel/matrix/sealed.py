@@ -31,7 +31,7 @@ from . import spec as s
 from .leaves import BUILDERS, COSTS, EXACT, Leaf, LeafCost
 from .rounding import LIMIT, TINY, UNIT, gamma
 from .threads import single_threaded_blas
-from ..limits import Cost, Limits, Work
+from ..limits import OBJECT_STEPS, Cost, Limits, Work
 
 Norm = Literal["l1", "l2"]
 
@@ -59,7 +59,10 @@ def block_cost(block: s.Block, limits: Limits, vectors: int) -> tuple[int, int, 
     rows, cols = math.prod(f.rows for f in leaves), math.prod(f.cols for f in leaves)
     limits.cells("the block's rows", rows * vectors)
     build = Cost(
-        sum(f.build_steps for f in leaves) + sum(f.sums_steps for f in leaves) + 4 * cols,
+        sum(f.build_steps for f in leaves)
+        + sum(f.sums_steps for f in leaves)
+        + 4 * cols
+        + (len(leaves) + 1) * OBJECT_STEPS,
         sum(f.build_bytes for f in leaves) + 24 * cols,
     )
     if block.row_weights is not None:
@@ -90,7 +93,7 @@ def stack_cost(stack: s.Stack, limits: Limits, vectors: int = 1) -> tuple[tuple[
     rows = sum(r for r, _ in shapes)
     limits.cells("the matrix's rows", rows * vectors)
     cols = widths.pop()
-    sums = Cost(4 * len(stack.blocks) * cols, 32 * cols)
+    sums = Cost(4 * len(stack.blocks) * cols + 2 * OBJECT_STEPS, 32 * cols)
     return (rows, cols), build.then(sums), apply.then(Cost(rows * vectors, 8 * rows * vectors))
 
 
@@ -110,6 +113,7 @@ class Block:
     """One block, built from its spec (after its cost was checked)."""
 
     def __init__(self, block: s.Block, work: Work):
+        work.step((len(block.factors) + 1) * OBJECT_STEPS)
         self.leaves: list[Leaf] = [BUILDERS[f.kind](f, work) for f in block.factors]
         self.order = _order(block.factors)
         first_dot = next((i for i, k in enumerate(self.order) if block.factors[k].kind in DOT_KINDS), len(self.order))
@@ -221,6 +225,7 @@ class SealedMatrix:
     def __init__(self, stack: s.Stack, work: Work):
         """Build the matrix (its cost checked first: ``cost``), counting the steps on ``work``."""
         self._work = work
+        work.step(2 * OBJECT_STEPS)
         self.blocks = [Block(b, work) for b in stack.blocks]
         self.shape = (sum(b.rows for b in self.blocks), self.blocks[0].cols)
         self._sensitivity: dict[str, tuple[float, bool]] = {}
