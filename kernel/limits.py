@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-_RAISE = "a data owner can raise it with Kernel(..., limits=Limits({option}=...)) or `ektelo-ng kernel serve --{flag}`"
+RAISE = "a data owner can raise it with Kernel(..., limits=Limits({option}=...)) or `ektelo-ng kernel serve --{flag}`"
 
 SOURCE_BYTES = 4096
 """What a source holds besides its data (its lineage node, accounting and handle), counted against ``memory``."""
@@ -61,14 +61,19 @@ class Work:
 @dataclass(frozen=True)
 class Limits:
     """``max_cells``: the largest array one request may build (2^25 64-bit cells are 256 MB); ``work``: the steps one
-    request may take (2^32 are seconds); ``memory``: the bytes an analyst's kernel may hold, its sources (their data
-    and ``SOURCE_BYTES`` each) and a request's own working memory together; ``request_bytes`` and
-    ``request_objects``: the size of a request's JSON text and how many objects it holds, checked before it is
-    parsed."""
+    request may take (2^32 are about 5 s); ``memory``: the bytes an analyst's kernel may hold, its sources (their
+    data and ``SOURCE_BYTES`` each) and a request's own working memory together; ``sources``: how many sources it
+    may hold (each is Python work for every later ``lineage`` and ``budget``); ``scans``: the columns of the
+    table's rows one request may read (a histogram of k attributes reads k, each predicate node one more: the
+    table's size is the owner's, so a request's time over it is about scans x rows x 1.3 ns); ``request_bytes``
+    and ``request_objects``: the size of a request's JSON text and how many objects it holds, checked before it
+    is parsed."""
 
     max_cells: int = 1 << 25
     work: int = 1 << 32
     memory: int = 1 << 33
+    sources: int = 1 << 16
+    scans: int = 1 << 12
     request_bytes: int = 1 << 26
     request_objects: int = 1 << 17
 
@@ -76,7 +81,7 @@ class Limits:
         if count > self.max_cells:
             raise ValueError(
                 f"{what} has {count} cells, over the kernel's limit of {self.max_cells} per request; "
-                + _RAISE.format(option="max_cells", flag="max-cells")
+                + RAISE.format(option="max_cells", flag="max-cells")
             )
 
     def check(self, what: str, cost: Cost, held: int) -> None:
@@ -84,7 +89,7 @@ class Limits:
         if cost.steps > self.work:
             raise ValueError(
                 f"{what} takes about {cost.steps} steps of work, over the kernel's limit of {self.work} "
-                "per request; " + _RAISE.format(option="work", flag="work")
+                "per request; " + RAISE.format(option="work", flag="work")
             )
         self.hold(held, cost.bytes, what)
 
@@ -93,7 +98,7 @@ class Limits:
             raise ValueError(
                 f"{what} needs {more} bytes of memory, and the kernel holds {held} already: over its memory limit of "
                 f"{self.memory}; release sources you no longer need (the 'release' request), or "
-                + _RAISE.format(option="memory", flag="memory")
+                + RAISE.format(option="memory", flag="memory")
             )
 
     def text(self, text: str | bytes) -> None:
@@ -102,12 +107,12 @@ class Limits:
         if size > self.request_bytes:
             raise ValueError(
                 f"the request is {size} bytes long, over the kernel's limit of {self.request_bytes}; "
-                + _RAISE.format(option="request_bytes", flag="request-bytes")
+                + RAISE.format(option="request_bytes", flag="request-bytes")
             )
         objects = text.count(b"{" if isinstance(text, bytes) else "{")
         if objects > self.request_objects:
             raise ValueError(
                 f"the request holds {objects} objects, over the kernel's limit of {self.request_objects}"
                 " (each costs parsing): send structured matrices (a ranges or dense leaf instead of many "
-                "small factors); " + _RAISE.format(option="request_objects", flag="request-objects")
+                "small factors); " + RAISE.format(option="request_objects", flag="request-objects")
             )

@@ -201,12 +201,14 @@ def worst_approx(sources: Sources, request: p.WorstApprox, work: Work) -> Measur
 def split_points(sources: Sources, request: p.SplitPoints, work: Work) -> Measurement:
     vector = sources.get(request.source, Vector)
     _check(sources, "PHP's split scores", php.check(request.intervals, vector.values.size))
-    sensitivities = [
-        exponential.selectable(request.epsilon, php.sensitivity(stop - start, vector.bound))
-        for start, stop in request.intervals
-    ]
+    by_length = {
+        length: exponential.selectable(request.epsilon, php.sensitivity(length, vector.bound))
+        for length in {stop - start for start, stop in request.intervals}
+    }
+    sensitivities = [by_length[stop - start] for start, stop in request.intervals]
 
     def scores(work: Work) -> list[np.ndarray]:  # disjoint intervals: parallel composition, one charge of eps
+        work.step(OBJECT_STEPS * len(request.intervals))
         return [php.scores(vector.values[a:b].astype(np.float64), work) for a, b in request.intervals]
 
     def pick(exact: list[np.ndarray], noise: NoiseSource) -> list[int]:
@@ -222,7 +224,9 @@ def fourier_select(sources: Sources, request: p.FourierSelect, work: Work) -> Me
     vector = sources.get(request.source, Vector)
     offsets = request.offsets.array()
     _check(sources, "EFPA's Fourier scores", efpa.check(vector.values.size, offsets))
-    sensitivity = exponential.selectable(request.epsilon, efpa.sensitivity(vector.values.size, vector.bound, offsets))
+    sensitivity = exponential.selectable(
+        request.epsilon, efpa.sensitivity(vector.values.size, vector.bound, offsets, work)
+    )
     return _selection(
         sources,
         request,
@@ -260,7 +264,7 @@ def privbayes_select(sources: Sources, request: p.PrivBayesSelect, work: Work) -
     def scores(work: Work) -> np.ndarray:
         out = []
         for t, child in zip(tables, children):
-            work.step(64 * t.domain.size)
+            work.step(64 * t.domain.size + OBJECT_STEPS)
             out.append(privbayes.score(t.backend.histogram(t.attributes, t.predicate), t.attributes.index(child)))
         return np.array(out)
 

@@ -19,7 +19,7 @@ import numpy as np
 from . import protocol as p
 from .accountant import Accountant
 from .domain import Domain
-from .limits import SOURCE_BYTES, Limits
+from .limits import RAISE, SOURCE_BYTES, Limits
 from .predicate import Predicate
 from .table import TableBackend
 
@@ -41,7 +41,8 @@ class Table:
 
 @dataclass(frozen=True)
 class Vector:
-    """Integer counts (exact: every entry below 2^53) and a public bound on their L1 norm."""
+    """Integer counts and a public bound on their L1 norm, below 2^53: so every entry, and every sum of entries,
+    is an exact integer in int64 and in float64 alike (``transforms.transform`` refuses a larger bound)."""
 
     values: np.ndarray
     bound: float
@@ -71,6 +72,12 @@ class Sources:
     def reserve(self, sources: int, cells: int, what: str) -> None:
         """Refuse, before anything is built, ``sources`` new sources holding ``cells`` vector cells in all."""
         self.limits.hold(self.held, sources * SOURCE_BYTES + 8 * cells, what)
+        if len(self._data) + sources > self.limits.sources:
+            raise ValueError(
+                f"{what} would make {sources} sources, and the kernel holds {len(self._data)} already: over its "
+                f"limit of {self.limits.sources} sources; release sources you no longer need (the 'release' "
+                "request), or " + RAISE.format(option="sources", flag="sources")
+            )
 
     def add(
         self, parent: str | None, source: Table | Vector | None, op: str, stability: Fraction, kind: str | None = None

@@ -6,7 +6,8 @@ Card
 - Stability: where, project, vectorize (each marginal of vectorize_many), reduce and split by partition: 1; a
   transform x' = M x: M's exact largest column L1 norm, M integer and evaluated exactly (``SealedMatrix.stability``).
 - Cost: a source's ``SOURCE_BYTES`` and its vector's cells, reserved before it is made; a matrix's cost
-  (``kernel.matrix.sealed``); passes over a filtered table (at most ``NODES`` per histogram, 16 ``NODES`` a request).
+  (``kernel.matrix.sealed``); the table's columns read (a histogram's attributes and predicate nodes, at most
+  ``Limits.scans`` a request); the sources held (``Limits.sources``).
 - Reads data: the histograms (vectorize), M x (transform), the sums of a partition's groups, the parts of a split.
 - May fail before the charge: (there is none) names, sizes, predicates, matrices and labels, every limit,
   all before anything is read. Nothing after.
@@ -20,8 +21,9 @@ from fractions import Fraction
 import numpy as np
 
 from . import protocol as p
-from .limits import Work
+from .limits import OBJECT_STEPS, RAISE, Work
 from .matrix import SealedMatrix
+from .matrix.leaves import EXACT
 from .predicate import NODES, And, validate_predicate
 from .sources import Sources, Table, Vector
 
@@ -85,13 +87,20 @@ def transform(sources: Sources, request: p.Transform, work: Work) -> p.SourceInf
     sources.limits.check("this transform", build.then(apply), sources.held)
     M = SealedMatrix(request.matrix, work)
     stability = M.stability()
+    bound = stability * vector.bound  # an integer: both are
+    if not bound < EXACT:
+        raise ValueError(
+            f"the transformed vector could hold {bound:.3g} records in all (the matrix's stability {stability} "
+            f"times its source's public bound {vector.bound:.3g}), past 2^53 where the kernel's sums of counts "
+            "stay exact: split the matrix, or measure it instead"
+        )
     if not M.exact(vector.bound):
         raise ValueError(
             "a transform's products on this vector must stay exact integers (below 2^53 on its public "
             "bound of records): split the matrix, or measure it instead"
         )
     sources.reserve(1, M.shape[0], "the transformed vector")
-    child = Vector(np.rint(M.apply(vector.values, work)).astype(np.int64), float(stability) * vector.bound)
+    child = Vector(np.rint(M.apply(vector.values, work)).astype(np.int64), float(bound))
     return sources.info(sources.add(request.source, child, "transform", Fraction(stability)))
 
 
@@ -113,7 +122,7 @@ def split_by_partition(sources: Sources, request: p.SplitByPartition, work: Work
     sizes = np.bincount(labels, minlength=groups)
     if np.any(sizes == 0):
         raise ValueError(f"partition group(s) {np.flatnonzero(sizes == 0)[:5].tolist()} have no cells")
-    work.step(4 * labels.size + 64 * groups)
+    work.step(4 * labels.size + OBJECT_STEPS * groups)
     node = sources.add(request.source, None, "split_by_partition", Fraction(1), kind="partition")
     order = np.argsort(labels, kind="stable")
     bounds = np.r_[0, np.cumsum(sizes)]
@@ -135,13 +144,15 @@ def projected(table: Table, attributes: list[str]) -> Table:
 
 
 def check_histograms(sources: Sources, tables: list[Table]) -> int:
-    """Refuse, before any row is read, histograms of one table that would scan it too often (each pass of a filtered
-    table's predicate, for each) or build too many cells; their cells in all."""
-    passes = len(tables) * _passes(tables[0]) if tables else 0
-    if passes > 16 * NODES:
+    """Refuse, before any row is read, histograms of one table that would read too many of its columns (each of a
+    histogram's attributes, and each node of the table's predicate, is a pass over the rows) or build too many
+    cells; their cells in all."""
+    scans = sum(max(1, len(t.attributes)) + _passes(t) for t in tables)
+    if scans > sources.limits.scans:
         raise ValueError(
-            f"{len(tables)} histograms of this filtered table would scan its rows {passes} times (at "
-            f"most {16 * NODES}): vectorize fewer at once, or the filtered table once and reduce it"
+            f"{len(tables)} histograms would read the table's columns {scans} times, over the kernel's limit of "
+            f"{sources.limits.scans} scans per request: vectorize fewer at once, or a larger histogram once and "
+            "reduce it; " + RAISE.format(option="scans", flag="scans")
         )
     for t in tables:
         sources.limits.cells("a histogram", t.domain.size)
@@ -149,7 +160,7 @@ def check_histograms(sources: Sources, tables: list[Table]) -> int:
 
 
 def _vectorized(sources: Sources, parent: str, table: Table, work: Work) -> str:
-    work.step(table.domain.size)
+    work.step(table.domain.size + OBJECT_STEPS)
     counts = np.asarray(table.backend.histogram(table.attributes, table.predicate), dtype=np.int64).ravel()
     if counts.size and counts.max() <= _INT32_MAX:  # held as int32: half the memory (a batch holds many)
         counts = counts.astype(np.int32)

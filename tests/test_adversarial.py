@@ -566,22 +566,22 @@ def test_predicate_values_far_outside_the_domain_count_like_any_outsider(remote)
         a.close()
 
 
-@pytest.mark.parametrize("op, items, one_pass", [
-    ("vectorize_many", "attributes", [["a"], ["b"]]),
-    ("privbayes_select", "candidates", [["a", ["b"]], ["b", []]]),  # scored on one histogram each
+@pytest.mark.parametrize("op, items, one_pass, scans", [
+    ("vectorize_many", "attributes", [["a"], ["b"]], 1092),  # 26 histograms of one attribute and 41 nodes
+    ("privbayes_select", "candidates", [["a", ["b"]], ["b", []]], 1105),  # one of the pair reads two attributes
 ])
-def test_many_histograms_of_a_filtered_table_are_refused_by_their_passes(remote, op, items, one_pass):
-    """26 histograms of a 41-node filtered table would scan its rows 1066 times, over the limit of 1024: refused
-    before any row is read, charging nothing; 24 are made."""
+def test_many_histograms_of_a_filtered_table_are_refused_by_their_scans(remote, op, items, one_pass, scans):
+    """26 histograms of a 41-node filtered table would read its columns over 1,024 times, the limit set here:
+    refused before any row is read, charging nothing; 24 are made."""
     domain = Domain.from_sizes([4, 4], names=["a", "b"])
-    kernel = Kernel(load_table({"a": np.array([1, 2]), "b": np.array([3, 0])}, domain), PureDP(1))
-    a = Analyst(kernel, remote)
+    table = load_table({"a": np.array([1, 2]), "b": np.array([3, 0])}, domain)
+    a = Analyst(Kernel(table, PureDP(1), limits=Limits(scans=1024)), remote)
     try:
         leaf = {"kind": "compare", "attribute": "a", "op": "<", "value": 3}
         where = a.send({"op": "where", "source": a.root(), "predicate": {"kind": "or", "terms": [leaf] * 40}})
         extra = {"epsilon": "1/2"} if op == "privbayes_select" else {}
         reply = a.send({"op": op, "source": where["source"], items: one_pass * 13, **extra})
-        assert reply["error"] == "invalid_request" and "1066 times" in reply["message"]
+        assert reply["error"] == "invalid_request" and f"{scans} times" in reply["message"], reply
         assert Fraction(a.spent()["epsilon"]) == 0
         assert a.send({"op": op, "source": where["source"], items: one_pass * 12, **extra})["kind"] != "error"
     finally:
@@ -705,7 +705,7 @@ def test_privbayes_select_refuses_another_analysts_table_and_charges_nothing(rem
 
 @pytest.mark.parametrize("sizes, candidates, says", [
     ([10**6, 10**6], [["a0", ["a1"]]], "1000000000000 cells"),  # one joint table over the cell limit
-    ([4096, 4096, 2], [["a0", ["a1"]]] * 4096, "steps of work"),  # 4096 tables of 2^24 cells to score
+    ([4096, 4096, 2], [["a0", ["a1"]]] * 2048, "steps of work"),  # 2048 tables of 2^24 cells to score
 ])
 def test_privbayes_candidates_too_large_to_count_are_refused_at_once_charging_nothing(remote, sizes, candidates, says):
     domain = Domain.from_sizes(sizes, names=[f"a{i}" for i in range(len(sizes))])
@@ -763,11 +763,11 @@ def test_privbayes_scoring_work_and_memory_do_not_depend_on_the_record_count():
 
 
 def test_privbayes_scoring_work_is_limited_before_any_row_is_read(remote):
-    """64 steps a scored cell: under a work limit of 2^20, 16 candidates of 1024 cells (2^20 steps) are scored and
-    17 refused at once, naming the limit, with nothing charged."""
+    """64 steps a scored cell and 2^16 a candidate: under a work limit of 2^21, 16 candidates of 1024 cells (2^20 +
+    2^20 steps) are scored and 17 refused at once, naming the limit, with nothing charged."""
     domain = Domain.from_sizes([32, 32], names=["a", "b"])
     kernel = Kernel(load_table({"a": np.array([1, 2]), "b": np.array([3, 0])}, domain), PureDP(2),
-                    limits=Limits(work=2**20))
+                    limits=Limits(work=2**21))
     a = Analyst(kernel, remote)
     try:
         request = {"op": "privbayes_select", "source": a.root(), "epsilon": "1"}

@@ -38,6 +38,8 @@ def leaf(rng: np.random.Generator, cols: int) -> dict:
         splits = [d for d in range(1, cols + 1) if cols % d == 0]
         first = int(rng.choice(splits))
         shape = [first, cols // first] if cols // first > 1 and rng.random() < 0.5 else [cols]
+        if rng.random() < 0.3:  # many dimensions: 2^d corners, each with its Python work
+            shape = (_factors(cols) + [1] * int(rng.integers(0, 12)))[:16]
         lo = np.stack([rng.integers(0, n, rows) for n in shape], axis=1)
         hi = np.stack([rng.integers(l, n) for l, n in zip(lo.T, shape)], axis=1)
         return {"kind": "ranges", "shape": shape, "lo": array(lo), "hi": array(hi)}
@@ -48,6 +50,16 @@ def leaf(rng: np.random.Generator, cols: int) -> dict:
         return {"kind": "sparse", "rows": rows, "cols": cols, "data": array(m.data),
                 "indices": array(m.indices.astype(np.int64)), "indptr": array(m.indptr.astype(np.int64))}
     return {"kind": "fourier", "n": cols, "k": int(rng.integers(1, cols + 1))}
+
+
+def _factors(n: int) -> list[int]:
+    """n's prime factors (n itself if it has none)."""
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out, n = out + [p], n // p
+        p += 1
+    return out + [n] if n > 1 or not out else out
 
 
 def matrix(seed: int) -> tuple[dict, int]:

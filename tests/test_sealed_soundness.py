@@ -1,10 +1,10 @@
 """The sealed matrix language against exact rational arithmetic (kernel.matrix, kernel.mechanisms.release;
 docs/privacy/arithmetic.md).
 
-Random matrices from the whole accepted grammar (every leaf kind, Kronecker products of up to three leaves, stacks
-of up to three blocks, scalar and row weights) with adversarial entries and weights (2^53 and 2^53 - 1 side by
-side, 2^-1074, 2^+-400, 1/3, mixed signs, cancelling columns), on counts up to the public bound, and their
-neighbours. The kernel's claims must hold for the floats it computes, exactly:
+Random matrices from the whole accepted grammar (every leaf kind, Kronecker products of up to three leaves and of
+64, the most a block may hold, stacks of up to three blocks, scalar and row weights) with adversarial entries and
+weights (2^53 and 2^53 - 1 side by side, 2^-1074, 2^+-400, 2^499 whose partial products overflow, 2^-540 whose
+square underflows, 1/3, mixed signs, cancelling columns), on counts up to the public bound, and their neighbours. The kernel's claims must hold for the floats it computes, exactly:
 
 - the derived sensitivities bound the exact column norms of the matrix it applies (its float entries and weights);
 - each answer it computes is within its row bound of the exact one, and exact where it says so;
@@ -31,11 +31,11 @@ from ektelo_ng.kernel.mechanisms import release
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
 
 C53 = 2.0**53
-SPECIAL = [C53, C53 - 1, -C53, -(C53 - 1), 2.0**-1074, 2.0**400, 2.0**-400, 0.5, 1 / 3, -1 / 3, 0.0, 1.0, -1.0,
-           3.0, 1e-300, 1e300]
+SPECIAL = [C53, C53 - 1, -C53, -(C53 - 1), 2.0**-1074, 2.0**400, 2.0**-400, 2.0**499, -(2.0**499), 2.0**460,
+           2.0**-499, 0.5, 1 / 3, -1 / 3, 0.0, 1.0, -1.0, 3.0, 1e-300, 1e300]
 entries = st.one_of(st.sampled_from(SPECIAL), st.integers(-4, 4).map(float),
                     st.floats(1e-300, 1e300).flatmap(lambda v: st.sampled_from([v, -v])))
-weights = st.one_of(st.sampled_from([1.0, -1.0, 2.0**-20, 3.0, 1 / 3, 2.0**-1074, 2.0**300, 7.0, -0.5]),
+weights = st.one_of(st.sampled_from([1.0, -1.0, 2.0**-20, 3.0, 1 / 3, 2.0**-1074, 2.0**-540, 2.0**300, 7.0, -0.5]),
                     st.floats(1e-6, 1e6))
 
 
@@ -99,8 +99,20 @@ def _rows(leaf: dict) -> int:
     return leaf["k"]
 
 
-stacks = st.sampled_from([(2, 3), (4,), (2, 2), (3, 2, 1)]).flatmap(
-    lambda split: st.lists(blocks(split), min_size=1, max_size=3).map(lambda bs: {"kind": "stack", "blocks": bs}))
+def deep_blocks():
+    """The deepest nesting the language allows: 64 leaves in one block, 62 of them 1 x 1 (their entries multiply)."""
+    unit = st.one_of(st.just({"kind": "identity", "n": 1}), st.just({"kind": "fourier", "n": 1, "k": 1}),
+                     st.sampled_from([1.0, -1.0, 0.5, 2.0, 3.0, 1 / 3, 2.0**-20, 2.0**20, C53]).map(
+                         lambda v: {"kind": "dense", "data": array([[v]])}))
+    return st.tuples(leaves(2), st.lists(unit, min_size=62, max_size=62), leaves(2), weights).map(
+        lambda t: {"factors": [t[0], *t[1], t[2]], "weight": t[3]})
+
+
+stacks = st.one_of(
+    st.sampled_from([(2, 3), (4,), (2, 2), (3, 2, 1)]).flatmap(
+        lambda split: st.lists(blocks(split), min_size=1, max_size=3)),
+    st.lists(st.one_of(deep_blocks(), blocks((4,))), min_size=1, max_size=2),
+).map(lambda bs: {"kind": "stack", "blocks": bs})
 
 
 # ---- the exact matrix the kernel applies ------------------------------------------------------------------------

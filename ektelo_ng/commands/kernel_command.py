@@ -93,6 +93,11 @@ def register(subcommands) -> None:
                        f"(default {Limits.memory})")
     serve.add_argument("--work", type=int, default=Limits.work,
                        help=f"steps of work one request may take, counted before it runs (default {Limits.work})")
+    serve.add_argument("--sources", type=int, default=Limits.sources,
+                       help=f"sources each analyst's kernel may hold (default {Limits.sources})")
+    serve.add_argument("--scans", type=int, default=Limits.scans,
+                       help="columns of the table's rows one request may read: a histogram of k attributes reads k; "
+                       f"time is about scans x rows x 1.3 ns (default {Limits.scans})")
     serve.add_argument("--request-bytes", type=int, default=Limits.request_bytes,
                        help=f"longest request a kernel parses, in bytes (default {Limits.request_bytes})")
     serve.add_argument("--request-objects", type=int, default=Limits.request_objects,
@@ -184,8 +189,8 @@ def run_serve(args: argparse.Namespace) -> int:
     table = open_table(args.table, parse_domain(args.domain), args.backend, **options)
     audit = AuditLog(directory.audit_path, quota=args.audit_quota, warn=lambda message: print(
         f"ektelo-ng kernel: warning: {message}", file=sys.stderr, flush=True))
-    limits = Limits(max_cells=args.max_cells, memory=args.memory, work=args.work, request_bytes=args.request_bytes,
-                    request_objects=args.request_objects)
+    limits = Limits(max_cells=args.max_cells, memory=args.memory, work=args.work, sources=args.sources,
+                    scans=args.scans, request_bytes=args.request_bytes, request_objects=args.request_objects)
     gate = Gatekeeper(table, ledger, audit=audit, rate=Rate(args.rate, max(1, int(2 * args.rate))), seed=args.seed,
                       max_rows=args.max_rows, limits=limits)
     listen = args.listen or f"unix:{directory.path / 'kernel.sock'}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property, reduce
 from typing import Literal
 
@@ -29,7 +30,7 @@ import numpy as np
 
 from . import spec as s
 from .leaves import BUILDERS, COSTS, EXACT, Leaf, LeafCost
-from .rounding import LIMIT, TINY, UNIT, gamma
+from .rounding import LIMIT, TINY, UNIT, above, gamma, product_above
 from .threads import single_threaded_blas
 from ..limits import OBJECT_STEPS, Cost, Limits, Work
 
@@ -74,7 +75,10 @@ def block_cost(block: s.Block, limits: Limits, vectors: int) -> tuple[int, int, 
         limits.cells("an intermediate of the block's evaluation", after)
         columns = size // leaf.cols
         apply = apply.then(
-            Cost(2 * size + after + leaf.apply_steps * columns, 8 * (2 * size + after) + leaf.apply_bytes * columns)
+            Cost(
+                2 * size + after + leaf.apply_steps * columns + leaf.call_steps,
+                8 * (2 * size + after) + leaf.apply_bytes * columns,
+            )
         )
         size = after
     return rows, cols, build, apply.then(Cost(2 * size, 16 * size))
@@ -101,7 +105,7 @@ def stack_cost(stack: s.Stack, limits: Limits, vectors: int = 1) -> tuple[tuple[
 class Released:
     """What a release of M x (||x||_1 <= N) rests on: ``sensitivity`` of the released floats before the release grid
     (the exact matrix's, plus twice the evaluation error); of the rows that can differ on neighbours (at most
-    ``nonzeros``), ``rounded`` are not exact integers; ``peak``: every value computed is below it."""
+    ``nonzeros``), ``rounded`` are not exact integers; ``peak``: every answer is below it."""
 
     sensitivity: float
     rounded: int
@@ -141,10 +145,13 @@ class Block:
         return math.prod(f.nonzeros for f in self.leaves)
 
     def growth(self, size: float) -> tuple[float, float]:
-        """(bound on the integer leaves' values, bound on every value computed) on inputs of L1 norm <= size."""
-        integer = size * math.prod(f.growth for f in self.exact_leaves)
-        everything = integer * math.prod(f.growth for f in self.real_leaves) * (1 + gamma(self.length + 1))
-        return integer, everything * max(1.0, self.c_max)
+        """(bound on the integer leaves' values, bound on every value computed) on inputs of L1 norm <= size. A
+        leaf whose entries are all below 1 bounds nothing before it: the values on the way are bounded by the
+        partial products of the leaves' growths, each at least 1 here."""
+        integer = Fraction(size) * math.prod(Fraction(f.growth) for f in self.exact_leaves)
+        spread = math.prod(Fraction(max(1.0, f.growth)) for f in self.real_leaves)
+        on_the_way = integer * spread * (1 + Fraction(gamma(self.length + 2))) + 2 * self.underflow + Fraction(TINY)
+        return above(integer), above(on_the_way * max(1, Fraction(self.c_max)) + Fraction(TINY))
 
     @cached_property
     def length(self) -> int:
@@ -152,33 +159,44 @@ class Block:
         return sum(f.dot_length for f in self.real_leaves)
 
     @cached_property
-    def underflow(self) -> float:
+    def underflow(self) -> Fraction:
         """U: each dot-product stage's underflows (TINY per product) carried through the later stages' row L1 norms."""
-        total = 0.0
+        total = Fraction(0)
         for position, leaf in enumerate(self.real_leaves):
-            later = math.prod(max(1.0, f.row_l1) for f in self.real_leaves[position + 1 :])
-            total += leaf.dot_length * TINY * later
+            later = math.prod(Fraction(max(1.0, f.row_l1)) for f in self.real_leaves[position + 1 :])
+            total += leaf.dot_length * Fraction(TINY) * later
         return 2 * total
+
+    @cached_property
+    def largest(self) -> Fraction:
+        """max |entry| of the block as applied: |c| times each leaf's largest entry, exactly."""
+        return Fraction(self.c_max) * math.prod(Fraction(f.largest) for f in self.leaves)
 
     def exact(self, size: float) -> bool:
         """Whether every answer is an exact integer on counts of L1 norm <= size."""
         _, peak = self.growth(size)
         return all(f.integer for f in self.real_leaves) and self.c_integer and peak < EXACT
 
-    def error(self, size: float, sensitivity_l1: float) -> float:
+    def error(self, size: float, sensitivity_l1: float) -> Fraction:
         """A bound on sum_r |fl(M x)_r - (M x)_r| over any set of rows, for ||x||_1 <= size (0 if exact)."""
         if self.exact(size):
-            return 0.0
-        return gamma(self.length + 1) * sensitivity_l1 * size + self.rows * 2 * (self.c_max + 1) * (
-            self.underflow + TINY
-        )
+            return Fraction(0)
+        relative = Fraction(gamma(self.length + 1)) * Fraction(sensitivity_l1) * Fraction(size)
+        return relative + self.rows * self._underflows()
 
-    def row_error(self, size: float) -> float:
+    def row_error(self, size: float) -> Fraction:
         """A bound on |fl(M x)_r - (M x)_r| for every row r (0 if exact)."""
         if self.exact(size):
-            return 0.0
-        largest = self.c_max * math.prod(f.largest for f in self.leaves)
-        return gamma(self.length + 1) * largest * size + 2 * (self.c_max + 1) * (self.underflow + TINY)
+            return Fraction(0)
+        return Fraction(gamma(self.length + 1)) * self.largest * Fraction(size) + self._underflows()
+
+    def answers(self, size: float) -> float:
+        """A bound on every answer |fl(M x)_r| for ||x||_1 <= size: the largest entry's share and the row error."""
+        return above(self.largest * Fraction(size) + self.row_error(size))
+
+    def _underflows(self) -> Fraction:
+        """One answer's underflows: U through the weight, and the weight's own."""
+        return 2 * (Fraction(self.c_max) + 1) * (self.underflow + Fraction(TINY))
 
     def column_sums_below(self, power: int, limit: float) -> bool:
         """Whether every column sum, and every term of one, is surely below ``limit`` (in logarithms: no overflow)."""
@@ -198,20 +216,22 @@ class Block:
             sums = self.leaves[0].column_sums(power, self.c, work)
             return sums.upper(), sums.exact
         parts = [f.column_sums(power, None, work) for f in self.leaves]
-        work.step(3 * self.cols)
-        out = reduce(lambda a, b: np.multiply.outer(a, b).ravel(), [p.upper() for p in parts])
-        scale = self.c_max**power
-        out = out * scale
-        exact = all(p.exact for p in parts) and self.c_integer and scale < EXACT and float(out.max()) < EXACT
-        return (out, True) if exact else (out * (1 + 2 * gamma(len(parts) + 3)) + 4 * TINY, False)
+        work.step(12 * self.cols)
+        if all(p.exact for p in parts) and self.c_integer:  # integers: exact while the products stay below 2^53
+            scale = self.c_max**power
+            out = reduce(lambda a, b: np.multiply.outer(a, b).ravel(), [p.values for p in parts]) * scale
+            if scale < EXACT and float(out.max()) < EXACT:
+                return out, True
+        return product_above([p.upper() for p in parts] + [np.array([self.c_max])] * power), False
 
     def apply(self, X: np.ndarray, work: Work) -> np.ndarray:
         """The block on the columns of X (cols x m): each leaf along its own axis of X as a tensor, in ``order``,
         then the weights."""
-        m = X.shape[1]
-        T = X.reshape(tuple(f.cols for f in self.leaves) + (m,))
+        m, dims = X.shape[1], [f.cols for f in self.leaves]
+        T = X
         for k in self.order:
-            T = self.leaves[k].apply(T, k, work)
+            T = self.leaves[k].apply(T.reshape(math.prod(dims[:k]), dims[k], math.prod(dims[k + 1 :]) * m), work)
+            dims[k] = self.leaves[k].rows
         out = T.reshape(self.rows, m)
         work.step(2 * out.size)
         if self.weights is None and self.c == 1.0:
@@ -282,7 +302,7 @@ class SealedMatrix:
     def released(self, norm: Norm, size: float) -> Released:
         """The bounds a release on vectors of L1 norm <= size rests on (module docstring); refuses blocks whose
         integer leaves could leave the exact range, and values past 2^500."""
-        peak = 0.0
+        largest = 0.0
         for block in self.blocks:
             integer, everything = block.growth(size)
             if not integer < EXACT:
@@ -291,16 +311,22 @@ class SealedMatrix:
                     "records, beyond 2^53 where the kernel's arithmetic is exact: split it, or measure "
                     "a source with a smaller public bound"
                 )
-            peak = max(peak, everything)
-        if not peak < LIMIT:
+            largest = max(largest, everything)
+        if not largest < LIMIT:
             raise ValueError(
-                f"this matrix's values can reach {peak:.3g} on vectors of up to {size:.3g} records, "
+                f"this matrix's values can reach {largest:.3g} on vectors of up to {size:.3g} records, "
                 "beyond what the kernel evaluates safely (2^500): rescale it"
             )
         error = sum(b.error(size, b_l1) for b, b_l1 in zip(self.blocks, self._block_l1()))
         rounded = sum(b.nonzeros for b in self.blocks if not b.exact(size))
         nonzeros = sum(b.nonzeros for b in self.blocks)
-        return Released(self.sensitivity(norm) + 2 * error * (1 + 4 * UNIT), rounded, nonzeros, peak)
+        sensitivity = above(Fraction(self.sensitivity(norm)) + 2 * error)
+        if not sensitivity < LIMIT:
+            raise ValueError(
+                f"this matrix's rounding on vectors of up to {size:.3g} records can reach {sensitivity:.3g}, "
+                "beyond what the kernel evaluates safely (2^500): rescale it"
+            )
+        return Released(sensitivity, rounded, nonzeros, max(b.answers(size) for b in self.blocks))
 
     def exact(self, size: float) -> bool:
         """Whether M x is computed exactly (an integer vector) for counts of L1 norm <= size."""
@@ -308,15 +334,15 @@ class SealedMatrix:
 
     def _block_l1(self) -> list[float]:
         """Each block's own L1 sensitivity (its errors scale with it)."""
-        return [float(np.max(b.column_sums(1, self._work)[0])) * (1 + 2 * gamma(4)) for b in self.blocks]
+        return [float(np.max(b.column_sums(1, self._work)[0])) for b in self.blocks]
 
-    def row_error(self, size: float) -> float:
+    def row_error(self, size: float) -> Fraction:
         """A bound on the error of any one answer on vectors of L1 norm <= size."""
         return max(b.row_error(size) for b in self.blocks)
 
-    def largest_entry(self) -> float:
-        """An upper bound on max |M_ij| of the applied matrix."""
-        return max(b.c_max * math.prod(f.largest for f in b.leaves) for b in self.blocks) * (1 + gamma(MAX_DEPTH))
+    def largest_entry(self) -> Fraction:
+        """max |M_ij| of the applied matrix, exactly."""
+        return max(b.largest for b in self.blocks)
 
     def apply(self, X: np.ndarray, work: Work) -> np.ndarray:
         """M @ X for counts X (cells,) or (cells, m), on one BLAS thread (small products are memory-bound)."""
@@ -324,7 +350,3 @@ class SealedMatrix:
         with single_threaded_blas():
             out = np.concatenate([b.apply(matrix, work) for b in self.blocks], axis=0)
         return out.reshape(-1) if np.ndim(X) == 1 else out
-
-
-MAX_DEPTH = s.MAX_FACTORS + 2
-"""Roundings in a product of a block's largest entries and its weight."""

@@ -5,7 +5,8 @@ Card
 - Neighbours: one record added or removed; the vector moves by 1 in one cell (L1 distance 1).
 - Sensitivity: a score -(||(F x)_{>=k}||_2 + o_k) moves by at most the largest column L2 norm of F, the basis as
   the kernel computes it (about 1), plus twice the score's rounding (``sensitivity``); o_k are public offsets.
-- Cost: 8 n^2 steps (the basis built, applied and its columns summed, 256 rows at a time), 2^24 bytes or so.
+- Cost: 10 n^2 steps (the basis built, its columns summed, built again and applied, 256 rows at a time), 2^24
+  bytes or so.
 - Reads data: the coefficients F x, once the charge is planned.
 - May fail before the charge: offsets that are not n finite numbers below 2^500, the work limit, an unsamplable
   rate. Nothing after.
@@ -14,7 +15,6 @@ Card
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -33,26 +33,38 @@ def check(n: int, offsets: np.ndarray) -> Cost:
         raise ValueError(f"offsets must be {n} finite numbers, one for each k = 1..{n}; got shape {offsets.shape}")
     if np.abs(offsets).max(initial=0.0) >= 2.0**500:
         raise ValueError("offsets must be below 2^500 in magnitude")
-    return Cost(8 * n * n + 8 * n, 8 * (3 * ROWS * n + 6 * n))
+    return Cost(10 * n * n + 8 * n, 8 * (3 * ROWS * n + 6 * n))
 
 
-@functools.lru_cache(maxsize=16)
-def _column_norms(n: int) -> tuple[float, float]:
-    """Upper bounds on the largest column L1 and L2 norms of the computed n x n basis (sums of non-negative terms)."""
-    l1, l2 = np.zeros(n), np.zeros(n)
-    for start in range(0, n, ROWS):
-        rows = fourier_matrix(n, min(n, start + ROWS), start)
-        l1 += np.abs(rows).sum(axis=0)
-        l2 += (rows * rows).sum(axis=0)
-    margin = 1 + 2 * gamma(n + 4)
-    return float(l1.max()) * margin + 2 * n * TINY, math.sqrt(float(l2.max()) * margin + 2 * n * TINY) * (1 + 4 * UNIT)
+_NORMS: dict[int, tuple[float, float]] = {}
+"""The column norms of the last few bases computed (EFPA plans ask for the same n again and again)."""
 
 
-def sensitivity(n: int, size: float, offsets: np.ndarray) -> float:
+def _column_norms(n: int, work: Work) -> tuple[float, float]:
+    """Upper bounds on the largest column L1 and L2 norms of the computed n x n basis (sums of non-negative terms),
+    their steps counted when they are computed."""
+    if n not in _NORMS:
+        l1, l2 = np.zeros(n), np.zeros(n)
+        for start in range(0, n, ROWS):
+            stop = min(n, start + ROWS)
+            work.step(6 * (stop - start) * n)
+            rows = fourier_matrix(n, stop, start)
+            l1 += np.abs(rows).sum(axis=0)
+            l2 += (rows * rows).sum(axis=0)
+        margin = 1 + 2 * gamma(n + 4)
+        l1_max = float(l1.max()) * margin + 2 * n * TINY
+        l2_max = math.sqrt(float(l2.max()) * margin + 2 * n * TINY) * (1 + 4 * UNIT)
+        if len(_NORMS) >= 16:
+            del _NORMS[next(iter(_NORMS))]
+        _NORMS[n] = (l1_max, l2_max)
+    return _NORMS[n]
+
+
+def sensitivity(n: int, size: float, offsets: np.ndarray, work: Work) -> float:
     """max_j ||F e_j||_2 (an L1 step moves every tail by at most that), plus twice a score's rounding on counts of
     L1 norm <= size: the coefficients' (gamma_n Delta_1(F) size in all), the tail's (gamma_{n+3} of ||F x||_2 <=
     Delta_2(F) size), and the offset's addition (docs/privacy/efpa.md#floats)."""
-    l1, l2 = _column_norms(n)
+    l1, l2 = _column_norms(n, work)
     coefficients = gamma(n) * l1 * size + n * n * TINY
     magnitude = l2 * size + coefficients
     rounding = (

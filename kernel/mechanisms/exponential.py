@@ -15,13 +15,14 @@ Card
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
 
 from ..limits import Work
 from ..matrix import SealedMatrix
-from ..matrix.rounding import UNIT
+from ..matrix.rounding import UNIT, above
 from ..noise import NoiseSource, exponential_mechanism
 from ..privacy import PureDP, ZCDP
 
@@ -33,7 +34,7 @@ def cost(epsilon: Fraction, unit: type[PureDP] | type[ZCDP]) -> Fraction:
 
 def selectable(epsilon: Fraction, sensitivity: float) -> float:
     """``sensitivity``, checked before any charge to give a rate epsilon / (2 sensitivity) the exact sampler accepts."""
-    if not (sensitivity > 0 and 2.0**-1000 <= epsilon / (2 * Fraction(sensitivity)) <= 2.0**1000):
+    if not (0 < sensitivity < math.inf and 2.0**-1000 <= epsilon / (2 * Fraction(sensitivity)) <= 2.0**1000):
         raise ValueError(
             f"epsilon {float(epsilon):.3g} over twice the score sensitivity {sensitivity:.3g} must lie "
             "between 2^-1000 and 2^1000: rescale the scores"
@@ -57,9 +58,9 @@ def offsets(W: SealedMatrix, estimate: np.ndarray, work: Work) -> np.ndarray:
 def sensitivity(W: SealedMatrix, size: float, answers: np.ndarray, epsilon: Fraction) -> float:
     """max |w_ij| plus twice a score's rounding on counts of L1 norm <= size: one answer's evaluation error, and
     the subtraction of the public answers (u of each side's magnitude, each at most peak + max |W x_hat|)."""
-    peak = W.released("l1", size).peak
-    rounding = W.row_error(size) + 2 * UNIT * (peak + float(np.abs(answers).max(initial=0.0)))
-    return selectable(epsilon, W.largest_entry() + 2 * rounding)
+    peak, offset = W.released("l1", size).peak, float(np.abs(answers).max(initial=0.0))
+    rounding = W.row_error(size) + 2 * Fraction(UNIT) * (Fraction(peak) + Fraction(offset))
+    return selectable(epsilon, above(W.largest_entry() + 2 * rounding))
 
 
 def scores(W: SealedMatrix, x: np.ndarray, answers: np.ndarray, work: Work) -> np.ndarray:

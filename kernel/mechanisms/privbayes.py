@@ -5,7 +5,7 @@ Card
 - Neighbours: one record of the table added or removed (the source is the table or a 1-stable where/project).
 - Sensitivity: T = sum |c(x, p) - c(x) c(p) / n| moves by less than 4, plus twice its rounding, 2^-50 N
   (``sensitivity``).
-- Cost: a histogram per candidate (a pass over the rows each, bounded by the passes limit) and 64 steps a cell
+- Cost: a histogram per candidate (its columns read over the rows, bounded by the scans limit) and 64 steps a cell
   (``cost``); the histograms' cells count as held memory.
 - Reads data: the histograms and scores, once the charge is planned.
 - May fail before the charge: unknown names, too many candidates (4,096), cells, passes, work or memory over the
@@ -19,12 +19,13 @@ import math
 
 import numpy as np
 
-from ..limits import Cost
+from ..limits import OBJECT_STEPS, Cost
 
 
 def cost(cells: list[int]) -> Cost:
-    """Scoring the candidates' histograms of ``cells`` cells each: about 70 ns a cell measured."""
-    return Cost(64 * sum(cells), 8 * 4 * max(cells))
+    """Scoring the candidates' histograms of ``cells`` cells each: about 70 ns a cell measured, and each
+    candidate's Python work."""
+    return Cost(64 * sum(cells) + OBJECT_STEPS * len(cells), 8 * 4 * max(cells))
 
 
 def score(counts: np.ndarray, child: int) -> float:

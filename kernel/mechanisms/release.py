@@ -30,6 +30,10 @@ GRID_UNITS = 2**45
 """The noise scale lies between GRID_UNITS and twice it, in grid steps (the samplers reach 2^46)."""
 CODE_LIMIT = 2.0**61
 """Codes stay below this, and noise below 2^62 (noise.md), so their int64 sum cannot overflow."""
+FINEST = -1064
+"""The finest grid is 2^-1064: a scale the samplers support has 11 significant bits from 2^-10 up, so on it the
+scale units x grid is exact, and the noise drawn (scale / grid units) is the noise charged. On 2^-1074, 1.43
+units rounded to 1."""
 
 
 @dataclass(frozen=True)
@@ -103,8 +107,8 @@ def _grid(released: Released, scale: float, units, noise: Noise, root: bool = Fa
     and the step doubles until that fits (refused, before any charge, if it never does)."""
     if not (math.isfinite(scale) and scale > 0):
         raise ValueError(f"the noise scale {scale:.3g} is not a positive finite number: choose another epsilon")
-    floor = 2.0 ** max(math.ceil(math.log2(released.peak) - math.log2(CODE_LIMIT)), -1074) if released.peak > 0 else 0.0
-    grid = max(2.0 ** max(math.floor(math.log2(scale)) - int(math.log2(GRID_UNITS)), -1074), floor)
+    floor = 2.0 ** max(math.ceil(math.log2(released.peak) - math.log2(CODE_LIMIT)), FINEST)
+    grid = max(2.0 ** max(math.floor(math.log2(scale)) - int(math.log2(GRID_UNITS)), FINEST), floor)
     while grid < 2.0**1000:
         exact = units(grid)
         steps = math.sqrt(exact) if root else float(exact)
