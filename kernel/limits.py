@@ -65,7 +65,7 @@ class Limits:
     data and ``SOURCE_BYTES`` each) and a request's own working memory together; ``sources``: how many sources it
     may hold (each is Python work for every later ``lineage`` and ``budget``); ``scans``: the columns of the
     table's rows one request may read (a histogram of k attributes reads k, each predicate node one more: the
-    table's size is the owner's, so a request's time over it is about scans x rows x 1.3 ns); ``request_bytes``
+    table's size is the owner's, so a request's time over it is about scans x rows x 0.3 ns); ``request_bytes``
     and ``request_objects``: the size of a request's JSON text and how many objects it holds, checked before it
     is parsed."""
 

@@ -97,7 +97,7 @@ def register(subcommands) -> None:
                        help=f"sources each analyst's kernel may hold (default {Limits.sources})")
     serve.add_argument("--scans", type=int, default=Limits.scans,
                        help="columns of the table's rows one request may read: a histogram of k attributes reads k; "
-                       f"time is about scans x rows x 1.3 ns (default {Limits.scans})")
+                       f"time is about scans x rows x 0.3 ns (default {Limits.scans})")
     serve.add_argument("--request-bytes", type=int, default=Limits.request_bytes,
                        help=f"longest request a kernel parses, in bytes (default {Limits.request_bytes})")
     serve.add_argument("--request-objects", type=int, default=Limits.request_objects,
