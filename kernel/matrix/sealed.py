@@ -148,10 +148,17 @@ class Block:
         """(bound on the integer leaves' values, bound on every value computed) on inputs of L1 norm <= size. A
         leaf whose entries are all below 1 bounds nothing before it: the values on the way are bounded by the
         partial products of the leaves' growths, each at least 1 here."""
-        integer = Fraction(size) * math.prod(Fraction(f.growth) for f in self.exact_leaves)
-        spread = math.prod(Fraction(max(1.0, f.growth)) for f in self.real_leaves)
-        on_the_way = integer * spread * (1 + Fraction(gamma(self.length + 2))) + 2 * self.underflow + Fraction(TINY)
-        return above(integer), above(on_the_way * max(1, Fraction(self.c_max)) + Fraction(TINY))
+        integer = Fraction(size) * self._growths[0]
+        on_the_way = integer * self._growths[1] * (1 + Fraction(gamma(self.length + 2))) + 2 * self.underflow
+        return above(integer), above((on_the_way + Fraction(TINY)) * max(1, Fraction(self.c_max)) + Fraction(TINY))
+
+    @cached_property
+    def _growths(self) -> tuple[Fraction, Fraction]:
+        """The integer leaves' growths multiplied, and the dot-product leaves' (each at least 1)."""
+        return (
+            math.prod((Fraction(f.growth) for f in self.exact_leaves), start=Fraction(1)),
+            math.prod((Fraction(max(1.0, f.growth)) for f in self.real_leaves), start=Fraction(1)),
+        )
 
     @cached_property
     def length(self) -> int:
@@ -161,16 +168,16 @@ class Block:
     @cached_property
     def underflow(self) -> Fraction:
         """U: each dot-product stage's underflows (TINY per product) carried through the later stages' row L1 norms."""
-        total = Fraction(0)
-        for position, leaf in enumerate(self.real_leaves):
-            later = math.prod(Fraction(max(1.0, f.row_l1)) for f in self.real_leaves[position + 1 :])
-            total += leaf.dot_length * Fraction(TINY) * later
-        return 2 * total
+        total, later = Fraction(0), Fraction(1)  # later: the row L1 norms (at least 1) of the stages after this one
+        for leaf in reversed(self.real_leaves):
+            total += leaf.dot_length * later
+            later *= Fraction(max(1.0, leaf.row_l1))
+        return 2 * Fraction(TINY) * total
 
     @cached_property
     def largest(self) -> Fraction:
         """max |entry| of the block as applied: |c| times each leaf's largest entry, exactly."""
-        return Fraction(self.c_max) * math.prod(Fraction(f.largest) for f in self.leaves)
+        return math.prod((Fraction(f.largest) for f in self.leaves), start=Fraction(self.c_max))
 
     def exact(self, size: float) -> bool:
         """Whether every answer is an exact integer on counts of L1 norm <= size."""

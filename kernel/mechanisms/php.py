@@ -27,7 +27,8 @@ SENSITIVITY = 2.0
 
 
 def check(intervals: list[tuple[int, int]], n: int) -> Cost:
-    """Refuse intervals that are not sorted, disjoint, inside the n cells and of 2..QUADRATIC_LIMIT cells; their cost."""
+    """Refuse intervals that are not sorted, disjoint, inside the n cells and of 2..QUADRATIC_LIMIT cells; their
+    cost."""
     previous_stop = 0
     for start, stop in intervals:
         if not (previous_stop <= start and start + 2 <= stop <= min(n, start + QUADRATIC_LIMIT)):
