@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 
 from . import protocol as p
+from .accountant import PLAN_STEPS
 from .limits import OBJECT_STEPS, Cost, Work
 from .matrix import SealedMatrix
-from .mechanisms import dawa, efpa, exponential, gaussian, laplace, php, privbayes, structure_first
+from .mechanisms import dawa, efpa, exponential, gaussian, laplace, php, privbayes, release, structure_first
 from .mechanisms.release import Prepared, release_many
 from .noise import NoiseSource
 from .sources import Sources, Table, Vector
@@ -32,23 +33,26 @@ class Measurement:
     release: Callable[[Any, NoiseSource], Any]
 
 
-def _matrices(
-    sources: Sources, specs: list, columns: list[int | None], vectors: list[int], what: str, work: Work, more: Cost
+def _batch_matrices(
+    sources: Sources, specs: list, columns: list[int | None], items: list[int], work: Work, more: Cost
 ) -> list[SealedMatrix]:
-    """The matrices, built once their costs together (all held at once, applied one after another), and ``more``,
-    are checked."""
-    costs = [SealedMatrix.cost(spec, sources.limits, cells, n) for spec, cells, n in zip(specs, columns, vectors)]
-    total = sum((build for build, _ in costs), more)
-    for _, apply in costs:
-        total = total.then(apply)
-    _check(sources, what, total)
+    """A batch's matrices, built once the whole batch's cost is checked: every matrix held at once, each applied
+    to its ``items`` vectors in turn, every answer held until all are released, and ``more``."""
+    costs = [SealedMatrix.cost(spec, sources.limits, cells, max(1, n)) for spec, cells, n in zip(specs, columns, items)]
+    built = sum((c.build for c in costs), more)
+    applied = Cost(sum(c.apply.steps for c in costs), max(c.apply.bytes for c in costs))
+    _check(sources, "this batch", built + applied + release.cost(sum(c.rows * n for c, n in zip(costs, items))))
     return [SealedMatrix(spec, work) for spec in specs]
 
 
-def _matrix(sources: Sources, spec, cells: int, work: Work, applications: int = 1) -> SealedMatrix:
-    """One matrix for ``cells``-cell vectors, applied ``applications`` times, its cost checked before it is built."""
-    build, apply = SealedMatrix.cost(spec, sources.limits, cells)
-    _check(sources, "this matrix", build.then(apply * applications))
+def _matrix(
+    sources: Sources, spec, cells: int, work: Work, applications: int = 1, answers: bool = True
+) -> SealedMatrix:
+    """One matrix for ``cells``-cell vectors, applied ``applications`` times and its ``answers`` released (or
+    not), its cost checked before it is built."""
+    cost = SealedMatrix.cost(spec, sources.limits, cells)
+    total = cost.build + cost.apply * applications
+    _check(sources, "this matrix", total + release.cost(cost.rows) if answers else total)
     return SealedMatrix(spec, work)
 
 
@@ -113,14 +117,14 @@ def gaussian_batch(sources: Sources, request: p.GaussianBatch, work: Work) -> Me
     for position, (item, vector) in enumerate(zip(request.items, vectors)):
         if widths[item.matrix] != vector.values.size:
             raise ValueError(f"item {position}: matrix {item.matrix} is used on vectors of different sizes")
-    matrices = _matrices(
+    walks = sum(sources.accountant.walk(item.source) for item in request.items)  # each planned, then made
+    matrices = _batch_matrices(
         sources,
         request.matrices,
         [widths.get(j) for j in range(len(request.matrices))],
-        [max(1, len(members.get(j, []))) for j in range(len(request.matrices))],
-        "this batch",
+        [len(members.get(j, [])) for j in range(len(request.matrices))],
         work,
-        Cost(2 * OBJECT_STEPS * len(request.items)),
+        Cost(2 * OBJECT_STEPS * len(request.items) + 2 * PLAN_STEPS * walks),
     )
     work.step(2 * OBJECT_STEPS * len(request.items))
     prepared, memo = [], {}
@@ -184,7 +188,7 @@ def dyadic_deviations(sources: Sources, request: p.DyadicDeviations, work: Work)
 
 def worst_approx(sources: Sources, request: p.WorstApprox, work: Work) -> Measurement:
     vector = sources.get(request.source, Vector)
-    W = _matrix(sources, request.workload, vector.values.size, work, applications=2)
+    W = _matrix(sources, request.workload, vector.values.size, work, applications=2, answers=False)
     estimate = request.estimate.array()
     if estimate.shape != vector.values.shape or not np.all(np.isfinite(estimate)):
         raise ValueError(f"the estimate must be {vector.values.size} finite numbers, got shape {estimate.shape}")

@@ -9,6 +9,7 @@ read, charged and released, and the one place budget is charged.
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from collections import deque
@@ -34,8 +35,9 @@ from .table import TableBackend
 MAX_ROWS = 1 << 32
 """Default public bound on the table's records, on which the kernel's rounding-error bounds rest."""
 
-TRANSCRIPT_ENTRIES = 10_000
-"""Entries a kernel keeps in memory (a served kernel's audit log keeps them all, on disk)."""
+TRANSCRIPT_BYTES = 1 << 23
+"""What a kernel keeps of its transcript in memory, and replies with: its newest entries, up to 8 MiB of JSON (a
+served kernel's audit log keeps them all, on disk)."""
 
 
 class Kernel:
@@ -65,7 +67,8 @@ class Kernel:
         self._limits, self._journal = limits, journal
         self._lock = threading.Lock()
         self._noise = NoiseSource.seeded(seed) if seed is not None else NoiseSource()
-        self._transcript: deque[dict[str, Any]] = deque(maxlen=TRANSCRIPT_ENTRIES)
+        self._transcript: deque[tuple[dict[str, Any], int]] = deque()  # each entry with its JSON length
+        self._transcript_bytes = 0
         self._requests = itertools.count()
         self._sources = Sources(table, limits, float(max_rows))
         if isinstance(ledger, (str, Path)):
@@ -101,7 +104,7 @@ class Kernel:
             try:
                 response = OPERATIONS[type(request)](self, request, work)
                 if isinstance(response, m.Measurement):
-                    self._accountant.charge_many(response.charges, plan_only=True)
+                    self._accountant.charge_many(response.charges, plan_only=True, work=work)
                     exact = response.exact(work)
                     work.step(0)  # the last moment a deadline can stop it: nothing is charged yet
                     self._accountant.charge_many(response.charges, record=request.op)
@@ -121,9 +124,13 @@ class Kernel:
             return response
 
     def _record(self, entry: dict[str, Any]) -> None:
-        """Keep ``entry`` in the transcript (its last TRANSCRIPT_ENTRIES) and pass it to the journal."""
+        """Keep ``entry`` in the transcript (its newest TRANSCRIPT_BYTES) and pass it to the journal."""
         entry.update(seq=next(self._requests), time=time.time(), seeded=self.seeded)
-        self._transcript.append(entry)
+        size = len(json.dumps(entry)) + 2  # and its separator in the reply
+        self._transcript.append((entry, size))
+        self._transcript_bytes += size
+        while self._transcript_bytes > TRANSCRIPT_BYTES:
+            self._transcript_bytes -= self._transcript.popleft()[1]
         if self._journal is not None:
             self._journal(entry)
 
@@ -146,7 +153,7 @@ class Kernel:
         return p.LineageInfo(graph=nx.node_link_data(graph, edges="links"))
 
     def _transcript_log(self, request: p.TranscriptLog, work: Work) -> p.TranscriptInfo:
-        return p.TranscriptInfo(seeded=self.seeded, entries=list(self._transcript))
+        return p.TranscriptInfo(seeded=self.seeded, entries=[entry for entry, _ in self._transcript])
 
 
 def _on_sources(operation: Callable) -> Callable[[Kernel, Any, Work], Any]:

@@ -83,8 +83,8 @@ def transform(sources: Sources, request: p.Transform, work: Work) -> p.SourceInf
     """Integer matrices only, evaluated exactly: the child is integer counts again, and its stability is the
     matrix's exact largest column L1 norm (docs/privacy/arithmetic.md#exact-transforms)."""
     vector = sources.get(request.source, Vector)
-    build, apply = SealedMatrix.cost(request.matrix, sources.limits, vector.values.size)
-    sources.limits.check("this transform", build.then(apply), sources.held)
+    cost = SealedMatrix.cost(request.matrix, sources.limits, vector.values.size)
+    sources.limits.check("this transform", cost.build + cost.apply, sources.held)
     M = SealedMatrix(request.matrix, work)
     stability = M.stability()
     bound = stability * vector.bound  # an integer: both are

@@ -81,7 +81,7 @@ def matrix(seed: int) -> tuple[dict, int]:
 def test_measured_work_and_memory_stay_within_a_constant_of_the_model(seed):
     spec, cols = matrix(seed)
     stack = Stack.model_validate(spec)
-    build, apply = SealedMatrix.cost(stack, Limits(max_cells=1 << 30), cols)
+    _, build, apply = SealedMatrix.cost(stack, Limits(max_cells=1 << 30), cols)
     x = np.random.default_rng(seed).integers(0, 100, cols)
     work = Work()
     tracemalloc.start()

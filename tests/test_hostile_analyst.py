@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.accountant import PLAN_STEPS
 from ektelo_ng.kernel.limits import Limits
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
 from ektelo_ng.kernel.service import Kernel
@@ -391,6 +392,88 @@ def test_an_analyst_holds_a_bounded_number_of_sources(remote):
         reply = refused_cheaply(a, {"op": "split_by_partition", "source": a.vector(),
                                     "partition": {"labels": labels, "groups": 1 << 10}}, "sources", "limit")
         assert len(a.send({"op": "lineage"})["graph"]["nodes"]) <= 512
+    finally:
+        a.close()
+
+
+def test_a_batch_derives_each_matrix_bounds_once_whatever_its_items_parameters(remote, monkeypatch):
+    """Items of one matrix with 100 different rho each re-derived the matrix's exact bounds over its 4,096 blocks,
+    outside the counted work: 55.6 s before an exhausted budget was looked at (red team 2, F1)."""
+    from ektelo_ng.kernel.matrix import sealed as sealed_module
+
+    derived = []
+    original = sealed_module.Block.growth
+    monkeypatch.setattr(sealed_module.Block, "growth", lambda self, size: derived.append(1) or original(self, size))
+    a = journaled([3], ZCDP(1), remote=remote)
+    try:
+        x = a.vector()
+        matrix = {"kind": "stack", "blocks": [{"factors": [identity(1)], "weight": 1 / 3}] * 4096}
+        items = [{"source": x, "matrix": 0, "rho": f"1/{1000 + i}"} for i in range(100)]
+        assert a.send({"op": "gaussian_batch", "matrices": [matrix], "items": items})["kind"] == "answers"
+        assert len(derived) <= 8 * 4096, f"the blocks' bounds were derived {len(derived) / 4096:.0f} times"
+    finally:
+        a.close()
+
+
+def test_a_batch_on_a_deep_lineage_is_refused_by_the_walks_its_charges_take(remote):
+    """Each item's charge walks the lineage to the root, twice (planned, then made), a few microseconds a level:
+    300 items on a chain of 5,000 transforms took 10 s, the deadline ignored (red team 2, F3)."""
+    a = journaled([5], ZCDP(1), remote=remote)
+    try:
+        x = a.vector()
+        for _ in range(2000):
+            x = a.send({"op": "transform", "source": x, "matrix": sealed(identity(1))})["source"]
+        items = [{"source": x, "matrix": 0, "rho": "1e-20"}] * 600
+        refused_cheaply(a, {"op": "gaussian_batch", "matrices": [sealed(identity(1))], "items": items}, "limit",
+                        "work")
+        few = a.send({"op": "gaussian_batch", "matrices": [sealed(identity(1))], "items": items[:4]})
+        assert few["kind"] == "answers" and a.journal[-1]["work"] >= 4 * 2001 * PLAN_STEPS  # the planned walks
+    finally:
+        a.close()
+
+
+def test_a_tall_measurement_is_refused_by_the_release_of_its_answers(remote):
+    """2^25 answers of one cell: drawing, encoding and sending them took 6.4 s and 1.3 GB for a 200-byte request,
+    counted as one step each (red team 2, F4)."""
+    a = spent_analyst(remote, counts=[1])
+    try:
+        tall = sealed({"kind": "ones", "rows": 1 << 25, "cols": 1})
+        refused_cheaply(a, {"op": "laplace", "source": a.vector(), "epsilon": "1", "matrix": tall}, "limit", "work")
+    finally:
+        a.close()
+
+
+def test_a_batch_holds_every_matrix_answers_at_once_and_counts_them(remote):
+    """A batch keeps each matrix's answers until it releases them all: four matrices of 2^22 rows held 1.2 GB,
+    modelled as one (red team 2, F5; 39.7 s and 4.2 GB at 2^25 rows)."""
+    a = journaled([3], ZCDP(1), limits=Limits(memory=1 << 30, work=1 << 40), remote=remote)
+    try:
+        x = a.vector()
+        tall = sealed({"kind": "ones", "rows": 1 << 22, "cols": 1})
+        items = [{"source": x, "matrix": j, "rho": "1/100"} for j in range(4)]
+        refused_cheaply(a, {"op": "gaussian_batch", "matrices": [tall] * 4, "items": items}, "memory")
+    finally:
+        a.close()
+
+
+def test_the_transcript_a_kernel_keeps_is_bounded_in_bytes(remote, monkeypatch):
+    """10,000 accepted ``where`` requests of 6 KB held a 135 MB transcript outside the memory limit, and a 19-byte
+    ``transcript`` request got a 48.7 MB reply (red team 2, F6): the newest entries are kept, up to a byte bound."""
+    from ektelo_ng.kernel import service
+
+    monkeypatch.setattr(service, "TRANSCRIPT_BYTES", 1 << 16)
+    a = journaled([5, 3], remote=remote)
+    try:
+        root = a.root()
+        big = -(2**63) + 1
+        terms = [{"kind": "in", "attribute": "a", "values": [big + 7 * i + j for j in range(15)]} for i in range(16)]
+        for _ in range(100):
+            assert a.send({"op": "where", "source": root, "predicate": {"kind": "and", "terms": terms}})["kind"] == "source"
+        assert a.send({"op": "budget"})["kind"] == "budget"
+        reply = a.send({"op": "transcript"})
+        entries = reply["entries"]
+        assert len(json.dumps(entries)) <= 1 << 16, len(json.dumps(entries))
+        assert entries[-1]["op"] == "budget" and 1 < len(entries) < 100
     finally:
         a.close()
 

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property, reduce
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -99,6 +99,14 @@ def stack_cost(stack: s.Stack, limits: Limits, vectors: int = 1) -> tuple[tuple[
     cols = widths.pop()
     sums = Cost(4 * len(stack.blocks) * cols + 2 * OBJECT_STEPS, 32 * cols)
     return (rows, cols), build.then(sums), apply.then(Cost(rows * vectors, 8 * rows * vectors))
+
+
+class MatrixCost(NamedTuple):
+    """A matrix's rows, and the cost of building it (with its sensitivities) and of applying it."""
+
+    rows: int
+    build: Cost
+    apply: Cost
 
 
 @dataclass(frozen=True)
@@ -256,15 +264,17 @@ class SealedMatrix:
         self.blocks = [Block(b, work) for b in stack.blocks]
         self.shape = (sum(b.rows for b in self.blocks), self.blocks[0].cols)
         self._sensitivity: dict[str, tuple[float, bool]] = {}
+        self._released: dict[tuple[str, float], Released] = {}
 
     @staticmethod
-    def cost(stack: s.Stack, limits: Limits, columns: int | None, vectors: int = 1) -> tuple[Cost, Cost]:
-        """(cost of building the matrix and its sensitivities, cost of applying it to ``vectors`` vectors at once),
-        from the spec alone; refuses a matrix without ``columns`` columns (if given) or with an array too large."""
-        (_, cols), build, apply = stack_cost(stack, limits, vectors)
+    def cost(stack: s.Stack, limits: Limits, columns: int | None, vectors: int = 1) -> MatrixCost:
+        """Its rows, the cost of building the matrix and its sensitivities, and of applying it to ``vectors`` vectors
+        at once, from the spec alone; refuses a matrix without ``columns`` columns (if given) or with an array too
+        large."""
+        (rows, cols), build, apply = stack_cost(stack, limits, vectors)
         if columns is not None and cols != columns:
             raise ValueError(f"the matrix has {cols} columns but the vector has {columns} cells")
-        return build, apply
+        return MatrixCost(rows, build, apply)
 
     def sensitivity(self, norm: Norm) -> float:
         """An upper bound on the largest column norm of the matrix the kernel applies (its float entries and
@@ -307,8 +317,14 @@ class SealedMatrix:
         return int(norm)
 
     def released(self, norm: Norm, size: float) -> Released:
-        """The bounds a release on vectors of L1 norm <= size rests on (module docstring); refuses blocks whose
-        integer leaves could leave the exact range, and values past 2^500."""
+        """The bounds a release on vectors of L1 norm <= size rests on (module docstring), derived once for each
+        norm and size (a batch asks again for every item); refuses blocks whose integer leaves could leave the
+        exact range, and values past 2^500."""
+        if (norm, size) not in self._released:
+            self._released[norm, size] = self._derive(norm, size)
+        return self._released[norm, size]
+
+    def _derive(self, norm: Norm, size: float) -> Released:
         largest = 0.0
         for block in self.blocks:
             integer, everything = block.growth(size)

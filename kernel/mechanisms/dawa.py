@@ -5,7 +5,7 @@ Card
   multiplies by the path's stability.
 - Sensitivity: sum_{k=1..K} 2 (1 - 2^-k), K = ceil(log2 n) (one block per level holds the cell), plus per level
   twice the float error 4 gamma_{2n+4} N, plus a grid step per level (``release.laplace``).
-- Cost: about 6 n K steps (K levels of sums over the n cells) and one draw per block.
+- Cost: about 6 n K steps (K levels of sums over the n cells) and each block's release (``cost``).
 - Reads data: the deviations, once the charge is planned.
 - May fail before the charge: a vector under 2 cells; a scale the samplers do not draw. Nothing after.
 - Proof: docs/privacy/dawa.md#mechanism-and-guarantee
@@ -37,8 +37,9 @@ def deviations(x: np.ndarray, work: Work) -> np.ndarray:
 
 
 def cost(n: int) -> Cost:
+    """The deviations of an n-cell vector (a pass a level), and the release of their n or so answers."""
     levels = (n - 1).bit_length()
-    return Cost(8 * n * levels, 8 * 6 * n)
+    return Cost(8 * n * levels, 8 * 6 * n) + release.cost(n)
 
 
 def prepare(n: int, size: float, epsilon: Fraction, unit: release.Unit) -> release.Prepared:

@@ -5,7 +5,8 @@ Card
   accountant multiplies rho by the square of the path's stability.
 - Sensitivity: Delta_2 of the matrix the kernel applies, plus twice its L1 evaluation error
   (``SealedMatrix.released``), plus the grid's g ceil(sqrt(rows)) (``release.gaussian``).
-- Cost: the sealed matrix's, once per matrix of a batch, applied to each item's vector; a draw per answer.
+- Cost: the sealed matrix's, once per matrix of a batch, applied to each item's vector; each answer's release,
+  all of a batch's answers held until they are released.
 - Reads data: M x of each item, once every item's charge is planned (all or none).
 - May fail before the charge: as for Laplace, and a pure-DP session. Nothing can fail after it.
 - Proof: docs/privacy/gaussian.md#guarantee (batches: docs/privacy/gaussian.md#batches-gaussian_batch)

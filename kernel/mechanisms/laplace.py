@@ -6,7 +6,7 @@ Card
 - Sensitivity: Delta_1 of the matrix the kernel applies, plus twice its evaluation error
   (``SealedMatrix.released``), plus one grid step per answer that may round differently (``release.laplace``).
   A count: 1, an exact integer.
-- Cost: the sealed matrix's (``kernel.matrix.sealed.stack_cost``), and one noise draw per answer.
+- Cost: the sealed matrix's (``kernel.matrix.sealed.stack_cost``), and each answer's release (``release.cost``).
 - Reads data: M x (or the count), once the charge is planned.
 - May fail before the charge: the spec's cost, shape and columns; values past 2^500, integer leaves past 2^53, a
   matrix with no non-zero entry; a scale the samplers do not draw. Nothing can fail after it.
