@@ -241,6 +241,7 @@ def test_a_cancelling_row_is_charged_for_its_rounding_not_its_exact_norm():
                   {"kind": "ranges", "shape": [1] * 8, "lo": array([[0] * 8]), "hi": array([[0] * 8])}]},
      r"2\^53"),  # 2^24 corner terms on 2^32 records
     ({"factors": [{"kind": "dense", "data": array([[0.0]])}]}, "measures nothing"),
+    ({"factors": [{"kind": "dense", "data": array([[2.0**499]])}] * 3}, r"2\^500"),  # partial products past floats
 ])
 def test_matrices_the_kernel_cannot_evaluate_safely_are_refused_before_any_data(spec, says):
     M = SealedMatrix(Stack.model_validate({"blocks": [spec]}), Work())

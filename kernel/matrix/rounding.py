@@ -6,15 +6,15 @@ IEEE 754 binary64, round to nearest: every operation returns (x op y)(1 + delta)
 overflows. A sum of k products, computed in any order (BLAS blocking and FMA included), is then within
 ``gamma(k)`` times the sum of the products' magnitudes of the exact sum, plus TINY per product.
 
-The bounds themselves are computed where no rounding can lower them: scalars exactly, as fractions, rounded up
-once (``above``); products of many factors through mantissas and exponents (``product_above``), because a float
+The bounds themselves are computed where no rounding can lower them: scalars exactly, as fractions
+(``exact_product``), rounded up once (``above``); products of many factors through mantissas and exponents (``product_above``), because a float
 product that underflows on the way loses everything the later factors would have multiplied.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -30,6 +30,16 @@ def gamma(k: float) -> float:
     if not k * UNIT < 0.5:
         raise ValueError(f"a computation of {k:.3g} chained operations is too long to bound")
     return k * UNIT / (1 - k * UNIT)
+
+
+def exact_product(values: Iterable[float]) -> Fraction:
+    """The exact product of non-negative floats: their 53-bit integer significands multiplied and their exponents
+    added, made a fraction once (a Fraction product of 64 factors near 2^-1000 normalises 64 times: 3.5 ms)."""
+    significand, exponent = 1, 0
+    for value in values:
+        mantissa, power = math.frexp(value)
+        significand, exponent = significand * int(mantissa * 2**53), exponent + power - 53
+    return Fraction(significand << exponent) if exponent >= 0 else Fraction(significand, 1 << -exponent)
 
 
 def above(exact: Fraction) -> float:

@@ -30,7 +30,7 @@ import numpy as np
 
 from . import spec as s
 from .leaves import BUILDERS, COSTS, EXACT, Leaf, LeafCost
-from .rounding import LIMIT, TINY, UNIT, above, gamma, product_above
+from .rounding import LIMIT, TINY, UNIT, above, exact_product, gamma, product_above
 from .threads import single_threaded_blas
 from ..limits import OBJECT_STEPS, Cost, Limits, Work
 
@@ -156,16 +156,21 @@ class Block:
         """(bound on the integer leaves' values, bound on every value computed) on inputs of L1 norm <= size. A
         leaf whose entries are all below 1 bounds nothing before it: the values on the way are bounded by the
         partial products of the leaves' growths, each at least 1 here."""
-        integer = Fraction(size) * self._growths[0]
-        on_the_way = integer * self._growths[1] * (1 + Fraction(gamma(self.length + 2))) + 2 * self.underflow
+        exact, real = self._growths
+        if not math.isfinite(exact):
+            return math.inf, math.inf  # past any float: refused
+        integer = Fraction(size) * Fraction(exact)
+        if not (math.isfinite(real) and math.isfinite(self.underflow)):
+            return above(integer), math.inf
+        on_the_way = integer * Fraction(real) * (1 + Fraction(gamma(self.length + 2))) + 2 * Fraction(self.underflow)
         return above(integer), above((on_the_way + Fraction(TINY)) * max(1, Fraction(self.c_max)) + Fraction(TINY))
 
     @cached_property
-    def _growths(self) -> tuple[Fraction, Fraction]:
-        """The integer leaves' growths multiplied, and the dot-product leaves' (each at least 1)."""
+    def _growths(self) -> tuple[float, float]:
+        """Upper bounds on the integer leaves' growths multiplied, and on the dot-product leaves' (each at least 1)."""
         return (
-            math.prod((Fraction(f.growth) for f in self.exact_leaves), start=Fraction(1)),
-            math.prod((Fraction(max(1.0, f.growth)) for f in self.real_leaves), start=Fraction(1)),
+            above(exact_product(f.growth for f in self.exact_leaves)),
+            above(exact_product(max(1.0, f.growth) for f in self.real_leaves)),
         )
 
     @cached_property
@@ -174,18 +179,16 @@ class Block:
         return sum(f.dot_length for f in self.real_leaves)
 
     @cached_property
-    def underflow(self) -> Fraction:
-        """U: each dot-product stage's underflows (TINY per product) carried through the later stages' row L1 norms."""
-        total, later = Fraction(0), Fraction(1)  # later: the row L1 norms (at least 1) of the stages after this one
-        for leaf in reversed(self.real_leaves):
-            total += leaf.dot_length * later
-            later *= Fraction(max(1.0, leaf.row_l1))
-        return 2 * Fraction(TINY) * total
+    def underflow(self) -> float:
+        """U: each dot-product stage's underflows (TINY per product) carried through the later stages' row L1 norms
+        (each at least 1, so the stages after the first carry the most), doubled: an upper bound."""
+        later = exact_product(max(1.0, f.row_l1) for f in self.real_leaves[1:])
+        return above(2 * Fraction(TINY) * self.length * later)
 
     @cached_property
-    def largest(self) -> Fraction:
-        """max |entry| of the block as applied: |c| times each leaf's largest entry, exactly."""
-        return math.prod((Fraction(f.largest) for f in self.leaves), start=Fraction(self.c_max))
+    def largest(self) -> float:
+        """An upper bound on max |entry| of the block as applied: |c| times each leaf's largest entry."""
+        return above(exact_product([self.c_max, *(f.largest for f in self.leaves)]))
 
     def exact(self, size: float) -> bool:
         """Whether every answer is an exact integer on counts of L1 norm <= size."""
@@ -203,15 +206,15 @@ class Block:
         """A bound on |fl(M x)_r - (M x)_r| for every row r (0 if exact)."""
         if self.exact(size):
             return Fraction(0)
-        return Fraction(gamma(self.length + 1)) * self.largest * Fraction(size) + self._underflows()
+        return Fraction(gamma(self.length + 1)) * Fraction(self.largest) * Fraction(size) + self._underflows()
 
     def answers(self, size: float) -> float:
         """A bound on every answer |fl(M x)_r| for ||x||_1 <= size: the largest entry's share and the row error."""
-        return above(self.largest * Fraction(size) + self.row_error(size))
+        return above(Fraction(self.largest) * Fraction(size) + self.row_error(size))
 
     def _underflows(self) -> Fraction:
         """One answer's underflows: U through the weight, and the weight's own."""
-        return 2 * (Fraction(self.c_max) + 1) * (self.underflow + Fraction(TINY))
+        return 2 * (Fraction(self.c_max) + 1) * (Fraction(self.underflow) + Fraction(TINY))
 
     def column_sums_below(self, power: int, limit: float) -> bool:
         """Whether every column sum, and every term of one, is surely below ``limit`` (in logarithms: no overflow)."""
@@ -363,8 +366,8 @@ class SealedMatrix:
         """A bound on the error of any one answer on vectors of L1 norm <= size."""
         return max(b.row_error(size) for b in self.blocks)
 
-    def largest_entry(self) -> Fraction:
-        """max |M_ij| of the applied matrix, exactly."""
+    def largest_entry(self) -> float:
+        """An upper bound on max |M_ij| of the applied matrix."""
         return max(b.largest for b in self.blocks)
 
     def apply(self, X: np.ndarray, work: Work) -> np.ndarray:

@@ -60,7 +60,7 @@ def sensitivity(W: SealedMatrix, size: float, answers: np.ndarray, epsilon: Frac
     the subtraction of the public answers (u of each side's magnitude, each at most peak + max |W x_hat|)."""
     peak, offset = W.released("l1", size).peak, float(np.abs(answers).max(initial=0.0))
     rounding = W.row_error(size) + 2 * Fraction(UNIT) * (Fraction(peak) + Fraction(offset))
-    return selectable(epsilon, above(W.largest_entry() + 2 * rounding))
+    return selectable(epsilon, above(Fraction(W.largest_entry()) + 2 * rounding))
 
 
 def scores(W: SealedMatrix, x: np.ndarray, answers: np.ndarray, work: Work) -> np.ndarray:
