@@ -72,7 +72,7 @@ def prefix_case(budget) -> dict:
 def residual_planner_case() -> dict:
     d, n = 100, 10
     marginals = [()] + [c for k in (1, 2, 3) for c in itertools.combinations(range(d), k)]
-    strategy = residual_planner([n] * d, marginals, "sum", budget=ZCDP(1))
+    strategy = residual_planner([n] * d, marginals, loss="sum")
     scales = strategy.noise_scales()
     rng = np.random.default_rng(0)
     omegas = {}

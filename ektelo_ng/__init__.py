@@ -46,6 +46,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "attr": ("ektelo_ng.operators.predicates", "attr"),
     "PureDP": ("ektelo_ng.kernel.privacy", "PureDP"),
     "ZCDP": ("ektelo_ng.kernel.privacy", "ZCDP"),
+    "ApproxDP": ("ektelo_ng.operators.budget", "ApproxDP"),
 }
 __all__ = sorted(_EXPORTS)
 

@@ -11,17 +11,18 @@ from pydantic import ValidationError
 
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
-from ektelo_ng.operators.privacy import zcdp_for_approx_dp
+from ektelo_ng.operators.budget import ApproxDP, Budget
 
-BUDGET_HELP = ("epsilon=E (pure DP, Laplace noise), rho=R (zCDP, Gaussian noise), epsilon=E,delta=D (the zCDP "
-               "budget that is (E, D)-DP), or pcost=P (ResidualPlanner's unit: rho = P / 2); eps is short for epsilon")
+BUDGET_HELP = ("epsilon=E (pure DP, Laplace noise), rho=R (zCDP, Gaussian noise), epsilon=E,delta=D (spent as the "
+               "largest rho whose zCDP is (E, D)-DP), or pcost=P (ResidualPlanner's unit: rho = P / 2); eps is short "
+               "for epsilon")
 DOMAIN_HELP = ('a JSON file {"name": size or [labels], ...}, names and sizes such as age=100,sex=2, or bare sizes '
                "such as 10x10x2 (attributes a0, a1, ...)")
 MARGINALS_HELP = ("kway:K (every marginal of exactly K attributes), upto:K (every marginal of at most K), or "
                   "attribute sets by name or position separated by ';', such as age,sex;sex,zone")
 
 
-def parse_budget(text: str) -> PureDP | ZCDP:
+def parse_budget(text: str) -> Budget:
     """A budget in the shared grammar (:data:`BUDGET_HELP`)."""
     fields: dict[str, str] = {}
     for part in text.replace(" ", "").split(","):
@@ -39,14 +40,18 @@ def parse_budget(text: str) -> PureDP | ZCDP:
             case ["pcost"]:
                 return ZCDP(Fraction(fields["pcost"]) / 2)
             case ["delta", "epsilon"]:
-                return zcdp_for_approx_dp(float(fields["epsilon"]), float(fields["delta"]))
+                budget = ApproxDP(float(fields["epsilon"]), float(fields["delta"]))
+                budget.zcdp()  # an (epsilon, delta) leaving too small a rho is refused here, by name
+                return budget
     except (ValueError, ZeroDivisionError) as error:
         raise ValueError(f"cannot read the budget {text!r}: {error} (give {BUDGET_HELP})") from None
     raise ValueError(f"cannot read the budget {text!r}: give {BUDGET_HELP}")
 
 
-def show_budget(budget: PureDP | ZCDP) -> str:
-    """A budget as people read it: epsilon = 1, or rho = 0.5."""
+def show_budget(budget: Budget) -> str:
+    """A budget as people read it: epsilon = 1, rho = 0.5, or (epsilon, delta) = (1, 1e-06) with its rho."""
+    if isinstance(budget, ApproxDP):
+        return f"{budget} (rho = {float(budget.zcdp().rho):.6g})"
     return f"epsilon = {float(budget.epsilon):.6g}" if isinstance(budget, PureDP) else f"rho = {float(budget.rho):.6g}"
 
 

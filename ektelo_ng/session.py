@@ -16,11 +16,11 @@ import numpy as np
 
 from ektelo_ng.gateway.credentials import Credential
 from ektelo_ng.gateway.owner import init_service
+from ektelo_ng.operators.budget import Budget, accounted
 from ektelo_ng.operators.client import Session, socket_transport
 from ektelo_ng.operators.domains import DomainLike, as_domain
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.limits import Limits
-from ektelo_ng.kernel.privacy import PureDP, ZCDP
 from ektelo_ng.kernel.service import MAX_ROWS, Kernel
 from ektelo_ng.kernel.table import TableBackend, load_table
 
@@ -54,7 +54,7 @@ def open_table(table, domain: DomainLike, backend: str = "numpy", **options) -> 
 def protect(
     table,
     domain: DomainLike,
-    budget: PureDP | ZCDP,
+    budget: Budget,
     *,
     seed: int | None = None,
     ledger: str | Path | None = None,
@@ -64,17 +64,18 @@ def protect(
 ) -> Session:
     """Load ``table`` into an in-process kernel and return a session; ``session.source`` is the root handle.
 
-    ``table``: a dict of columns, a numpy structured or 2-D array, a pandas DataFrame or a CSV path,
-    validated against ``domain``. Noise is cryptographically secure unless ``seed`` is given, which
-    makes answers reproducible and flags every one of them as seeded. ``ledger`` names a file that
-    keeps the spent budget across restarts. In-process mode shares the analyst's Python process, so
-    it protects against mistakes, not against a hostile analyst: use ``connect`` for isolation.
-    ``backend="duckdb"`` or ``"spark"`` leaves the rows to that engine (``table``: Parquet/CSV files, a
-    table name, or a Spark DataFrame); see docs/scaling.md. ``max_rows`` is a public bound on the records
-    (docs/privacy/arithmetic.md): a tighter one gives slightly less noise on real-valued strategies;
-    ``limits`` caps the cells one request may build and the memory the kernel holds (kernel.limits).
+    ``table``: a dict of columns, a numpy structured or 2-D array, a pandas DataFrame or a CSV path, validated
+    against ``domain``. ``budget``: ``PureDP(epsilon)``, ``ZCDP(rho)`` or ``ApproxDP(epsilon, delta)`` (held as the
+    rho that implies it, ``operators.budget``); a bare number is refused. Noise is cryptographically secure unless
+    ``seed`` is given, which makes answers reproducible and flags every one of them as seeded. ``ledger`` names a
+    file that keeps the spent budget across restarts. In-process mode shares the analyst's Python process, so it
+    protects against mistakes, not against a hostile analyst: use ``connect`` for isolation. ``backend="duckdb"`` or
+    ``"spark"`` leaves the rows to that engine (``table``: Parquet/CSV files, a table name, or a Spark DataFrame);
+    see docs/scaling.md. ``max_rows`` is a public bound on the records (docs/privacy/arithmetic.md): a tighter one
+    gives slightly less noise on real-valued strategies; ``limits`` caps the cells one request may build and the
+    memory the kernel holds (kernel.limits).
     """
-    kernel = Kernel(open_table(table, domain, backend), budget, seed=seed, ledger=ledger, max_rows=max_rows,
+    kernel = Kernel(open_table(table, domain, backend), accounted(budget), seed=seed, ledger=ledger, max_rows=max_rows,
                     limits=limits)
     return Session(kernel.handle_json)
 
@@ -95,11 +96,12 @@ def connect(address: str | None = None, *, credential: str | Path | Credential |
 
 
 @contextlib.contextmanager
-def kernel_process(table: str | Path, domain: str | Path, budget: PureDP | ZCDP, *options: str,
+def kernel_process(table: str | Path, domain: str | Path, budget: Budget, *options: str,
                    timeout: float | None = None) -> Iterator[Session]:
     """A session with a fresh kernel in a child process (``ektelo-ng kernel serve`` with ``options``) on a private
     unix socket, in its own 0700 directory with one analyst holding the whole budget; stopped on exit. Only the
     child reads the table: this process holds handles and noisy answers."""
+    budget = accounted(budget)
     with tempfile.TemporaryDirectory(prefix="ektelo-") as folder:
         service = init_service(Path(folder) / "service", budget, tls=False)
         credential = service.add_analyst("plan", budget.value, f"unix:{service.path / 'kernel.sock'}")

@@ -1,7 +1,9 @@
-"""Workloads named on the command line, e.g. ``prefix:1024``, ``allrange:256``, ``kway:10x10x10:2``."""
+"""Workloads named on the command line, e.g. ``prefix:1024``, ``allrange:256``, ``kway:10x10x10:2``; given the
+table's domain, also its marginals in the shared grammar (``kway:2``, ``upto:3``, ``age,sex;sex,zone``)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections.abc import Callable
@@ -11,9 +13,10 @@ import numpy as np
 
 from pydantic import ValidationError
 
-from ektelo_ng.grammar import parse_domain, parse_marginals
+from ektelo_ng.grammar import MARGINALS_HELP, parse_domain, parse_marginals
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.operators.matrix import Dense, Matrix
+from ektelo_ng.operators.matrices import Marginals
 from ektelo_ng.operators import workload as wl
 from ektelo_ng.operators.selection.hdmm.gram import product_terms
 from ektelo_ng.operators.selection.query_smasher.classes import CLASSES, circular_ranges, class_queries
@@ -47,18 +50,56 @@ _FORMS: dict[str, tuple[str, Callable[..., Matrix]]] = {
 }
 
 HELP = "workload: " + ", ".join(form for form, _ in _FORMS.values())
+OVER_DOMAIN_HELP = f"marginals of the table's domain: {MARGINALS_HELP}; or a shorthand {HELP}"
+"""The forms of a workload given with the table's domain (``ektelo-ng run``, ``advise --domain``)."""
+
+_NEEDS_DOMAIN = "kway:K, upto:K and attribute sets need the table's domain: the --domain of run and advise"
 
 
 def parse_workload(text: str) -> Matrix:
     """Build a workload from its command-line form; a clear error lists the forms."""
     kind, *args = text.strip().lower().split(":")
     if kind not in _FORMS:
-        raise ValueError(f"unknown workload {kind!r}; {HELP}")
+        hint = f" ({_NEEDS_DOMAIN})" if kind == "upto" else ""
+        raise ValueError(f"unknown workload {kind!r}{hint}; {HELP}")
     form, build = _FORMS[kind]
+    try:
+        inspect.signature(build).bind(*args)
+    except TypeError:  # the wrong number of fields: say which form, not which lambda
+        hint = f" ({_NEEDS_DOMAIN})" if kind == "kway" else ""
+        raise ValueError(f"cannot read workload {text!r}: expected {form}{hint}") from None
     try:
         return build(*args)
     except (TypeError, ValueError) as error:
         raise ValueError(f"cannot read workload {text!r} (expected {form}): {error}") from None
+
+
+def parse_workload_option(text: str, domain: Domain | None, option: str = "--workload") -> Matrix:
+    """The workload ``option`` names: with the table's ``domain``, marginals in the shared grammar as their
+    Marginals matrix over the domain's data vector, or a shorthand form (:data:`OVER_DOMAIN_HELP`), which names
+    its own cells: a plan may answer it over a vector it derives, such as one attribute's; without a domain, a
+    shorthand form only. A refusal names the option and shows a correct example, for the user to copy."""
+    try:
+        return parse_workload(text) if domain is None else _over(text.strip(), domain)
+    except ValueError as error:
+        raise ValueError(f"{option} {text!r}: {error}; for example {_examples(domain, option)}") from None
+
+
+def _over(text: str, domain: Domain) -> Matrix:
+    """``text`` over ``domain``: marginals (``kway:K``, ``upto:K``, attribute sets: no second ``:``) or a shorthand."""
+    kind, _, rest = text.partition(":")
+    if (kind in ("kway", "upto") and ":" not in rest) or ":" not in text:
+        return Marginals(domain.sizes, parse_marginals(text, domain))
+    return parse_workload(text)
+
+
+def _examples(domain: Domain | None, option: str) -> str:
+    """Correct values of ``option``: over ``domain``'s own attributes where there is one."""
+    if domain is None:
+        return f"{option} prefix:1024 or {option} kway:10x10x10:2"
+    k, names = min(2, len(domain)), domain.names
+    sets = ",".join(names[:2]) + (f";{names[-1]}" if len(names) > 2 else "")
+    return f"{option} kway:{k}, {option} upto:{k} or {option} '{sets}'"
 
 
 # ---- workload files: queries on marginals, for ``ektelo-ng advise`` ------------------------------

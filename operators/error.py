@@ -72,11 +72,15 @@ def reconstruction_error(W: Matrix, A: Matrix) -> float:
 def svd_bound(W: Matrix, noise: Noise = "laplace") -> float:
     """Lower bound on expected_error(W, A, noise) over all strategies A (Li and Miklau's SVD bound).
 
-    SVDB(W) = (sum of singular values of W)^2 / n, with SVDB(kron W_i) = prod SVDB(W_i);
-    the Laplace bound is 2 SVDB because ||A||_1 >= ||A||_2.
+    SVDB(W) = (sum of singular values of W)^2 / n, with SVDB(kron W_i) = prod SVDB(W_i), and for marginal
+    workloads (identity and total blocks) the closed form of HDMM J Thm 12 on any number of cells; the Laplace
+    bound is 2 SVDB because ||A||_1 >= ||A||_2.
     """
+    from .selection.hdmm.marginals import marginal_svdb  # late: the selectors import this module
+
     constant, _ = noise_constant(noise)
-    return constant * _svdb(W)
+    closed_form = marginal_svdb(W)
+    return constant * (_svdb(W) if closed_form is None else closed_form)
 
 
 def _svdb(W: Matrix) -> float:

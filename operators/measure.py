@@ -14,9 +14,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from .budget import for_noise
 from .client import Handle, NoisyAnswer
 from .matrix import Matrix, Total
-from ..kernel.privacy import ZCDP
 from .matrices import as_matrix
 from .measurement import Measurement, map_to_root
 
@@ -67,12 +67,12 @@ def worst_approx(handle: Handle, workload: Matrix, estimate: np.ndarray, epsilon
     return handle.worst_approx(workload, estimate, epsilon)
 
 
-def require_table_and_zcdp(source: Handle, budget, who: str) -> None:
-    """Marginal plans measure projections of a table with Gaussian noise: refuse anything else, clearly."""
+def table_and_rho(source: Handle, budget, who: str) -> Fraction:
+    """The rho a marginal plan spends: it measures projections of a table with Gaussian noise, so it needs the
+    table handle and a ``ZCDP`` or ``ApproxDP`` budget; anything else is refused, clearly."""
     if getattr(source, "kind", None) != "table":
         raise ValueError(f"{who} measures projections of a table: give the table handle (session.source)")
-    if not isinstance(budget, ZCDP):
-        raise ValueError(
-            f"{who} adds Gaussian noise, which needs zCDP: give a ZCDP budget (e.g. ZCDP(rho)) from a session "
-            "protected with a ZCDP budget; a pure epsilon corresponds to rho = epsilon^2 / 2"
-        )
+    try:
+        return for_noise(budget, "gaussian").rho
+    except ValueError as error:
+        raise ValueError(f"{who}: {error} (from a session protected with a zCDP budget)") from None

@@ -1,4 +1,4 @@
-"""Conversions between privacy notions: pure DP, zCDP, Gaussian DP (pcost) and (epsilon, delta)-DP.
+"""Conversions between privacy notions: pure DP, zCDP and (epsilon, delta)-DP.
 
 Public arithmetic on budgets, used by clients (budget views, ResidualPlanner's budget forms); the
 kernel itself accounts only in its exact units (``kernel.privacy``). Conversions that cannot be
@@ -8,8 +8,8 @@ than the root found, and a returned pcost is never larger.
 
 >>> pure_to_zcdp(PureDP(1))
 Fraction(1, 2)
->>> round(analytic_gaussian_sigma(1.0, 1e-6), 5)
-4.22468
+>>> round(float(zcdp_for_approx_dp(1.0, 1e-6).rho), 5)
+0.02436
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from fractions import Fraction
 from typing import Any, Sequence
 
 from scipy.optimize import brentq
-from scipy.special import log_ndtr
 
 from ..kernel.privacy import AMOUNT_GRID, Amount, PureDP, ZCDP, to_fraction
 
@@ -113,19 +112,6 @@ def epsilon_within_zcdp(rho: ZCDP | Amount, digits: int = 15) -> Fraction:
     return Fraction(math.isqrt(2 * r.numerator * scale * scale // r.denominator), scale)
 
 
-def noise_budget(noise: str, budget: PureDP | ZCDP) -> PureDP | ZCDP:
-    """The budget a strategy measuring with ``noise`` spends out of ``budget``: Laplace takes a pure epsilon
-    (all of a PureDP, or :func:`epsilon_within_zcdp` of a ZCDP); Gaussian needs zCDP."""
-    if noise == "laplace":
-        return budget if isinstance(budget, PureDP) else PureDP(epsilon_within_zcdp(budget))
-    if noise != "gaussian":
-        raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
-    if not isinstance(budget, ZCDP):
-        raise ValueError("Gaussian noise cannot satisfy pure epsilon-DP: give a zCDP budget (rho=...) or "
-                         "(epsilon, delta)")
-    return budget
-
-
 def zcdp_to_approx_dp_classic(rho: ZCDP | Amount, delta: float) -> float:
     """The classic bound eps = rho + 2 sqrt(rho log(1/delta)) (Bun & Steinke 2016, Prop. 1.3); looser."""
     r = _budget_float("rho", rho, ZCDP)
@@ -203,68 +189,3 @@ def zcdp_for_approx_dp(epsilon: float, delta: float) -> ZCDP:
         rho, step = max(rho * (1 - step), low), 2 * step
     readable = Fraction(rho).limit_denominator(10**12)
     return ZCDP(readable if readable > 0 and zcdp_to_approx_dp(float(readable), delta) <= eps else Fraction(rho))
-
-
-# ----------------------------------------------------------------------------- Gaussian mechanism
-
-
-def gaussian_sigma_for_zcdp(rho: ZCDP | Amount, l2_sensitivity: float = 1.0) -> float:
-    """sigma = Delta_2 / sqrt(2 rho): the Gaussian mechanism with this sigma is rho-zCDP (Bun & Steinke 2016)."""
-    r = _budget_float("rho", rho, ZCDP)
-    return _positive("l2_sensitivity", l2_sensitivity) / math.sqrt(2.0 * r)
-
-
-def _log_gaussian_delta(mu: float, epsilon: float) -> float:
-    """log of Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu), computed in log space (no overflow)."""
-    log_a = float(log_ndtr(mu / 2.0 - epsilon / mu))
-    log_b = epsilon + float(log_ndtr(-mu / 2.0 - epsilon / mu))
-    if log_b >= log_a:  # the difference is below double precision of Phi(a): delta is ~0
-        return -math.inf
-    return log_a + math.log(-math.expm1(log_b - log_a))
-
-
-def gaussian_approx_dp_delta(mu: float, epsilon: float) -> float:
-    """The exact delta at epsilon of a mu-GDP Gaussian mechanism (mu = sensitivity / sigma).
-
-    delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)  (Balle & Wang 2018, Theorem 8).
-    """
-    return math.exp(_log_gaussian_delta(_positive("mu", mu), _positive("epsilon", epsilon)))
-
-
-def gaussian_pcost_for_approx_dp(epsilon: float, delta: float) -> float:
-    """The largest pcost p = mu^2 for which the Gaussian mechanism is (epsilon, delta)-DP.
-
-    pcost is the privacy cost used by ResidualPlanner and QuerySmasher: a mechanism with pcost p
-    is (p/2)-zCDP and sqrt(p)-GDP. delta(mu) increases with mu, so the root of
-    log delta(mu) = log delta is found by brentq on log mu, then nudged down until it holds.
-    """
-    eps = _positive("epsilon", epsilon)
-    target = math.log(_probability("delta", delta))
-
-    def excess(log_mu: float) -> float:
-        return _log_gaussian_delta(math.exp(log_mu), eps) - target
-
-    lo, hi = 0.0, 0.0
-    while excess(lo) > 0.0:
-        lo -= 1.0
-    while excess(hi) <= 0.0:
-        hi += 1.0
-    mu = math.exp(brentq(excess, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500))
-    while _log_gaussian_delta(mu, eps) > target:
-        mu = math.nextafter(mu, 0.0)
-    return mu * mu
-
-
-def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0) -> float:
-    """The smallest sigma for which the Gaussian mechanism is (epsilon, delta)-DP (Balle & Wang 2018).
-
-    It is the sigma at which Phi(D/(2s) - eps s/D) - e^eps Phi(-D/(2s) - eps s/D) = delta; the
-    returned value is nudged upwards until that delta holds in floating point.
-    """
-    sens = _positive("l2_sensitivity", l2_sensitivity)
-    eps = _positive("epsilon", epsilon)
-    target = math.log(_probability("delta", delta))
-    sigma = sens / math.sqrt(gaussian_pcost_for_approx_dp(eps, delta))
-    while _log_gaussian_delta(sens / sigma, eps) > target:
-        sigma = math.nextafter(sigma, math.inf)
-    return sigma

@@ -14,23 +14,23 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..operators.matrix import Matrix
-from ..kernel.privacy import PureDP, ZCDP
 from ..operators.advice import load
+from ..operators.budget import Budget, as_budget, for_noise
 from ..operators.client import Handle
-from ..operators.estimate import Estimate
-from ..operators.privacy import noise_budget
+from ..operators.estimate import Estimate, VectorEstimate
 from ..operators.selection.linear import LinearStrategy
 
 
-def advised(source: Handle, workload: Matrix | None, budget: PureDP | ZCDP, *, shape: Sequence[int] | None = None,
+def advised(source: Handle, workload: Matrix | None, budget: Budget, *, shape: Sequence[int] | None = None,
             advice: str | Path = "strategy.json") -> Estimate:
     """Measure the strategy saved in ``advice`` on ``source`` with all of ``budget``; ``workload``: what the
     estimate answers by default (the advised workload when None)."""
+    spent_kind = as_budget(budget)  # a bare number refused before the advice is read
     saved = load(advice, getattr(source, "domain", None))
     if workload is not None and workload.shape[1] != saved.workload.cells:
         raise ValueError(f"the workload has {workload.shape[1]} columns but the advice's domain {saved.workload.cells} "
                          "cells: give queries over its cells (or none, for the advised ones)")
-    spent = noise_budget(saved.noise, budget)  # a Laplace pick, data-dependent too, takes a pure epsilon
+    spent = for_noise(spent_kind, saved.noise)  # a Laplace pick, data-dependent too, takes a pure epsilon
     if saved.plan is not None:
         from .registry import info  # the registry lists this plan: import it when needed
 
@@ -43,7 +43,7 @@ def advised(source: Handle, workload: Matrix | None, budget: PureDP | ZCDP, *, s
                           shape=shape or saved.workload.domain.sizes, **params)
     strategy = saved.strategy
     if isinstance(strategy, LinearStrategy):
-        return strategy.reconstruct(strategy.measure(source, spent, shape=shape),
-                                    workload=saved.workload.answers if workload is None else workload,
-                                    note=f"advised: {saved.name}")
+        fitted = strategy.reconstruct(strategy.measure(source, spent, shape=shape))
+        return VectorEstimate(fitted.x, fitted.measurements, note=f"advised: {saved.name}",
+                              workload=saved.workload.answers if workload is None else workload)
     return strategy.reconstruct(strategy.measure(source, spent))

@@ -27,12 +27,11 @@ from ..operators.measurement import Measurement
 from ..operators.estimate import VectorEstimate
 from ..operators.inference import ahp_threshold
 from ..operators.partition import ahp_cluster
-from .common import (
-    CONDITIONAL, BudgetLike, by_signal, epsilon_of, scale_or_noisy_total, signal_table, solved, split_budget,
-)
+from ..operators.budget import Budget, epsilon_of
+from .common import CONDITIONAL, by_signal, scale_or_noisy_total, signal_table, solved, split_budget
 
 
-def ahp(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def ahp(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
         selection_share: float | Fraction | str = 0.85, eta: float = 0.35) -> VectorEstimate:
     """AHP: noisy histogram (selection_share eps), threshold at eta ln(n) / (selection_share eps), cluster, measure the
     groups ((1 - selection_share) eps), least squares. Works on the flattened vector in any dimension."""
@@ -75,7 +74,7 @@ def _check_share_eta(value) -> None:
         raise ValueError(f"eta must be a finite number >= 0, got {eta!r}")
 
 
-def ahp_star(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def ahp_star(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
              scale: float | None = None, total_share: float | Fraction | str = 0.05,
              table: Sequence[tuple[float, tuple[float, float]]] = AHP_STAR_PARAMETERS) -> VectorEstimate:
     """AHP*: AHP with (selection_share, eta) = ``by_signal(table, eps * N)``, N public (``scale``) or the noisy

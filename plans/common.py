@@ -1,4 +1,4 @@
-"""What every plan needs: the budget as an epsilon, budget shares, the estimate from its measurements, the
+"""What every plan needs: budget shares, the estimate from its measurements, the
 record count (public or noisy), and parameter tables keyed by the signal strength eps * N (MWEM*, AHP*).
 
 Every plan in the catalog is ``plan(source, workload, budget, *, shape=None, **params) -> Estimate``."""
@@ -10,23 +10,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from ..operators.budget import share
 from ..operators.client import Handle
 from ..operators.matrix import Matrix
-from ..kernel.privacy import PureDP
 from ..operators import measure
 from ..operators.measurement import Measurement
 from ..operators.estimate import VectorEstimate
 from ..operators.inference import least_squares
-
-BudgetLike = PureDP | float | int | Fraction | str
-
-
-def epsilon_of(budget: BudgetLike) -> Fraction:
-    """A plan's budget as an exact epsilon (a PureDP, or a number read exactly as PureDP reads it)."""
-    if isinstance(budget, PureDP):
-        return budget.epsilon
-    return PureDP(budget).epsilon
-
 
 #: What a data-dependent plan's error bars mean.
 CONDITIONAL = ("least squares; error bars give the noise given what the plan chose privately ({}), not the bias of "
@@ -43,15 +33,10 @@ def solved(measurements: Sequence[Measurement], size: int, workload: Matrix | No
     return VectorEstimate(least_squares(measurements, size=size), measurements, workload=workload, note=note)
 
 
-def split_budget(epsilon: Fraction, share: float | Fraction | str, name: str) -> tuple[Fraction, Fraction]:
-    """(share * epsilon, (1 - share) * epsilon), exactly; ``share`` must lie strictly between 0 and 1."""
-    try:
-        part = epsilon_of(share)
-    except ValueError:
-        part = None
-    if part is None or not 0 < part < 1:
-        raise ValueError(f"{name} must be a number strictly between 0 and 1, got {share!r}")
-    return part * epsilon, (1 - part) * epsilon
+def split_budget(epsilon: Fraction, part: float | Fraction | str, name: str) -> tuple[Fraction, Fraction]:
+    """(part * epsilon, (1 - part) * epsilon), exactly; ``part`` is a share, strictly between 0 and 1."""
+    fraction = share(part, name)
+    return fraction * epsilon, (1 - fraction) * epsilon
 
 
 @dataclass(frozen=True)
@@ -68,10 +53,9 @@ class ScaleEstimate:
 
 
 def scale_or_noisy_total(
-    vector: Handle, budget: BudgetLike, scale: float | None, total_share: float | Fraction | str
+    vector: Handle, epsilon: Fraction, scale: float | None, total_share: float | Fraction | str
 ) -> ScaleEstimate:
-    """Use a public record count, or buy a noisy total with ``total_share`` of the budget."""
-    epsilon = epsilon_of(budget)
+    """Use a public record count, or buy a noisy total with ``total_share`` of ``epsilon``."""
     if scale is not None:
         if not scale > 0:
             raise ValueError(f"a public scale must be a positive record count, got {scale!r}")

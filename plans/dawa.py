@@ -28,7 +28,8 @@ from ..operators.estimate import VectorEstimate
 from ..operators.linalg import explicit_sparse
 from ..operators.partition import Partition, dawa_partition, hilbert_order, stripe
 from ..operators.selection.classic import EXPLICIT_NONZEROS, greedy_h
-from .common import CONDITIONAL, BudgetLike, epsilon_of, solved, split_budget
+from ..operators.budget import Budget, epsilon_of
+from .common import CONDITIONAL, solved, split_budget
 
 
 def _permutation(order: np.ndarray) -> Sparse:
@@ -48,7 +49,7 @@ def dawa_measurement(vector: Handle, workload: Matrix, epsilon: Fraction,
     return measure.laplace(groups, greedy_h(partition.reduce(workload)).matrix, measure_epsilon)
 
 
-def dawa(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def dawa(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
          selection_share: float | Fraction | str = 0.25) -> VectorEstimate:
     """DAWA in 1-D, or in 2-D on a square power-of-two grid through the Hilbert ordering."""
     vector, dims = measure.data_vector(source, shape)
@@ -64,7 +65,7 @@ def dawa(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequenc
     return solved([measured], vector.size, answered, CONDITIONAL.format("the partition"))
 
 
-def dawa_striped(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def dawa_striped(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
                  attribute: int = 0, selection_share: float | Fraction | str = 0.25) -> VectorEstimate:
     """DAWA on every 1-D stripe along ``attribute`` with the whole budget (parallel composition: the
     stripes are disjoint parts), each with GreedyH fit to the workload's columns on that stripe; one

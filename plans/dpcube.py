@@ -35,10 +35,11 @@ from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
 from ..operators.partition import grid, kd_partition, sse_kd_partition
-from .common import CONDITIONAL, REUSED, BudgetLike, epsilon_of, solved, split_budget
+from ..operators.budget import Budget, epsilon_of
+from .common import CONDITIONAL, REUSED, solved, split_budget
 
 
-def dpcube(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def dpcube(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
            gz: int = 11, alpha: float | Fraction | str = 0.5) -> VectorEstimate:
     """DPCube as DPBench runs it: a noisy grid of gz-cell blocks (alpha eps), kd-tree boxes cut where they
     lower the grid's squared error by more than 1 / eps_2, noisy box counts (eps_2 = (1 - alpha) eps) spread
@@ -54,7 +55,7 @@ def dpcube(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Seque
     return solved([measure.laplace(vector, boxes, box_epsilon)], vector.size, workload, CONDITIONAL.format("the boxes"))
 
 
-def dpcube_plus(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def dpcube_plus(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
                 selection_share: float | Fraction | str = 0.5, variance_factor: float = 2.0) -> VectorEstimate:
     """DPCube+ (ours): noisy cells (selection_share eps), kd-tree boxes from them, noisy box counts (the rest),
     least squares over cells and boxes.

@@ -26,7 +26,8 @@ from ..operators.matrix import Fourier, Matrix
 from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
-from .common import CONDITIONAL, BudgetLike, epsilon_of, solved, split_budget
+from ..operators.budget import Budget, epsilon_of
+from .common import CONDITIONAL, solved, split_budget
 
 
 def noise_error(n: int, epsilon: float) -> np.ndarray:
@@ -41,7 +42,7 @@ def noise_error(n: int, epsilon: float) -> np.ndarray:
     return sensitivity / epsilon * np.sqrt(2.0 * k)
 
 
-def efpa(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def efpa(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
          selection_share: float | Fraction | str = 0.5) -> VectorEstimate:
     """EFPA in 1-D: choose k with selection_share * eps, measure the k lowest frequencies with the rest
     (``selection_share`` = 1/2, as in the authors' code)."""

@@ -32,7 +32,8 @@ from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
 from ..operators.selection import classic
-from .common import CONDITIONAL, REUSED, BudgetLike, scale_or_noisy_total, solved, split_budget
+from ..operators.budget import Budget, epsilon_of
+from .common import CONDITIONAL, REUSED, scale_or_noisy_total, solved, split_budget
 
 
 def _two_dimensional(source: Handle, shape: Sequence[int] | None) -> tuple[Handle, tuple[int, ...]]:
@@ -42,18 +43,18 @@ def _two_dimensional(source: Handle, shape: Sequence[int] | None) -> tuple[Handl
     return vector, dims
 
 
-def uniform_grid(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def uniform_grid(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
                  scale: float | None = None, total_share: float | Fraction | str = 0.05,
                  c: float = 10.0) -> VectorEstimate:
     """UniformGrid: one noisy count per cell of a grid sized from N and eps, least squares."""
     vector, dims = _two_dimensional(source, shape)
-    records = scale_or_noisy_total(vector, budget, scale, total_share)
+    records = scale_or_noisy_total(vector, epsilon_of(budget), scale, total_share)
     cells = classic.uniform_grid(dims, records.value, float(records.remaining), c=c).matrix
     measured = [*records.measurements, measure.laplace(vector, cells, records.remaining)]
     return solved(measured, vector.size, workload, CONDITIONAL.format("the grid size") if records.measurements else "")
 
 
-def adaptive_grid(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def adaptive_grid(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
                   scale: float | None = None, total_share: float | Fraction | str = 0.05,
                   alpha: float | Fraction | str = 0.5, c: float = 10.0, c2: float = 5.0,
                   layout: classic.GridLayout = "dpbench") -> VectorEstimate:
@@ -61,7 +62,7 @@ def adaptive_grid(source: Handle, workload: Matrix, budget: BudgetLike, *, shape
     ((1 - alpha) eps), least squares over both levels. ``layout``: how the cells are cut
     (``classic.GridLayout``): as DPBench does (AGrid), or evenly as the paper sizes them (AGrid+)."""
     vector, dims = _two_dimensional(source, shape)
-    records = scale_or_noisy_total(vector, budget, scale, total_share)
+    records = scale_or_noisy_total(vector, epsilon_of(budget), scale, total_share)
     first_epsilon, second_epsilon = split_budget(records.remaining, alpha, "alpha")
     level1 = classic.adaptive_grid_level1(dims, records.value, float(records.remaining), c, layout=layout)
     first = measure.laplace(vector, level1, first_epsilon)

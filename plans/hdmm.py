@@ -1,6 +1,6 @@
 """HDMM end to end: select a strategy for the workload (no data), measure it once, reconstruct.
 
-A pure-DP budget measures with Laplace noise, a zCDP budget with Gaussian noise; the
+A pure-DP budget measures with Laplace noise, a zCDP or (epsilon, delta) one with Gaussian noise; the
 reconstruction uses the strategy's structure (Kronecker or marginal pseudo-inverses, LSMR for
 unions). Selection reads only the workload, so it is remembered (``operators.selection.memo``):
 running the plan again on the same workload measures at once.
@@ -16,7 +16,7 @@ from ..operators.estimate import VectorEstimate
 from ..operators.matrix import Matrix
 from ..operators.selection import memo
 from ..operators.selection.hdmm import hdmm as select_hdmm
-from ..operators.selection.linear import Budget, noise_of
+from ..operators.budget import Budget, noise_of
 
 
 def hdmm(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,

@@ -39,9 +39,8 @@ from ..operators.inference import multiplicative_weights, nnls
 from ..operators.linalg import explicit_sparse
 from ..operators.partition import workload_based
 from ..operators.selection import classic
-from .common import (
-    BudgetLike, by_signal, epsilon_of, scale_or_noisy_total, signal_table,
-)
+from ..operators.budget import Budget, epsilon_of
+from .common import by_signal, scale_or_noisy_total, signal_table
 
 #: Multiplicative-weights passes over every measured query after each round: DPBench's MWEM runs 100.
 SWEEPS = 100
@@ -67,7 +66,7 @@ class MWEMEstimate(VectorEstimate):
 def mwem(
     source: Handle,
     workload: Matrix,
-    budget: BudgetLike,
+    budget: Budget,
     *,
     shape: Sequence[int] | None = None,
     rounds: int | Callable[[float], int] = 10,
@@ -88,7 +87,7 @@ def mwem(
     if augment and len(dims) != 1:
         raise ValueError(f"H2 augmentation adds 1-D intervals; the domain has {len(dims)} dimensions")
     n = vector.size
-    records = scale_or_noisy_total(vector, budget, scale, total_share)
+    records = scale_or_noisy_total(vector, epsilon_of(budget), scale, total_share)
     rounds = fixed if fixed is not None else _positive_rounds(rounds(records.value))
     if rounds > workload.shape[0]:
         raise ValueError(f"MWEM measures each workload query at most once: {rounds} rounds need at least as many "
@@ -138,21 +137,21 @@ def _positive_rounds(rounds) -> int:
     return int(rounds)
 
 
-def mwem_b(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def mwem_b(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
            rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> MWEMEstimate:
     """MWEM-b: MWEM measuring H2 augmentation intervals alongside each selected query (plan 18)."""
     return mwem(source, workload, budget, shape=shape, rounds=rounds, scale=scale, total_share=total_share,
                 augment=True)
 
 
-def mwem_c(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def mwem_c(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
            rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> MWEMEstimate:
     """MWEM-c: MWEM with NNLS and the (public or noisy) total instead of multiplicative weights (plan 19)."""
     return mwem(source, workload, budget, shape=shape, rounds=rounds, scale=scale, total_share=total_share,
                 inference="nnls")
 
 
-def mwem_d(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def mwem_d(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
            rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> MWEMEstimate:
     """MWEM-d: H2 augmentation and NNLS with the total (plan 20)."""
     return mwem(source, workload, budget, shape=shape, rounds=rounds, scale=scale, total_share=total_share,
@@ -171,7 +170,7 @@ def mwem_d(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Seque
 MWEM_STAR_ROUNDS: tuple[tuple[float, int], ...] = ((0.0, 1), (31.6, 2), (316.2, 8), (3162.3, 16), (31622.8, 64))
 
 
-def mwem_star(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def mwem_star(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
               scale: float | None = None, total_share: float | Fraction | str = 0.05,
               table: Sequence[tuple[float, int]] = MWEM_STAR_ROUNDS) -> MWEMEstimate:
     """MWEM*: MWEM with T = ``by_signal(table, eps * N)`` rounds, N public (``scale``) or the noisy

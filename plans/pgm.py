@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from ..kernel.privacy import ZCDP
 from ..operators import pgm
+from ..operators.budget import Budget
 from ..operators.client import Handle
 from ..operators.matrices import Marginals
 from ..operators.selection.residual_hosts import DEFAULT_HOST_CELLS
 from .residual_planner import measured
 
 
-def residual_planner_pgm(source: Handle, workload: Marginals | Iterable, budget: ZCDP, *,
+def residual_planner_pgm(source: Handle, workload: Marginals | Iterable, budget: Budget, *,
                          shape: Sequence[int] | None = None, loss: str = "sum", iterations: int = 1000,
                          method: str = "auto",
                          max_host_cells: int = DEFAULT_HOST_CELLS,

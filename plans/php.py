@@ -32,7 +32,8 @@ from ..operators.matrix import Identity, Matrix
 from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
-from .common import CONDITIONAL, BudgetLike, epsilon_of, solved, split_budget
+from ..operators.budget import Budget, epsilon_of
+from .common import CONDITIONAL, solved, split_budget
 
 
 #: DPBench's PHP stops splitting once it holds more than max_cl_num = 2,000 intervals.
@@ -56,7 +57,7 @@ def php_partition(vector: Handle, epsilon: Fraction, depth: int) -> np.ndarray:
     return np.repeat(np.arange(len(cuts) - 1), np.diff(cuts))
 
 
-def php(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def php(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
         selection_share: float | Fraction | str = 0.5, depth: int | None = None) -> VectorEstimate:
     """PHP in 1-D as DPBench runs it, as far as the kernel allows (module docstring): bisect with
     selection_share * eps over ``depth`` rounds (default int(log2 n) - 1), measure the intervals with the rest."""
@@ -64,7 +65,7 @@ def php(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence
                 lambda n: max(1, int(math.log2(n)) - 1) if depth is None else int(depth))
 
 
-def php_plus(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def php_plus(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
              selection_share: float | Fraction | str = 0.5) -> VectorEstimate:
     """PHP+ (ours): PHP with ceil(log2 n / 2) rounds, at most about sqrt(n) intervals and more budget per round.
     On DPBench's 1-D files at eps = 0.1 its error relative to Identity was 2-5x lower than that of PHP with
@@ -72,7 +73,7 @@ def php_plus(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Seq
     return _php(source, workload, budget, shape, selection_share, lambda n: math.ceil(math.log2(n) / 2))
 
 
-def _php(source: Handle, workload: Matrix, budget: BudgetLike, shape: Sequence[int] | None,
+def _php(source: Handle, workload: Matrix, budget: Budget, shape: Sequence[int] | None,
          selection_share: float | Fraction | str, rounds: Callable[[int], int]) -> VectorEstimate:
     """PHP with ``rounds(n)`` rounds of bisection."""
     vector, dims = measure.data_vector(source, shape)

@@ -14,38 +14,30 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 from ..operators.matrix import Matrix
-from ..kernel.privacy import PureDP
 from ..operators import pgm, privbayes
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
 from ..operators.inference import least_squares
 from ..operators.measurement import Measurement
+from ..operators.budget import Budget, for_noise, share
 from ..operators.privacy import split_amount
 
 MAX_VECTOR_CELLS = 1 << 25
 """The largest data vector PrivBayesLS fits (the kernel's default cell limit)."""
 
 
-def measured(source: Handle, budget: PureDP, selection_share: float | Fraction | str, degree: int, max_cells: int,
+def measured(source: Handle, budget: Budget, selection_share: float | Fraction | str, degree: int, max_cells: int,
              seed: int | None, who: str) -> tuple[privbayes.Network, list[Measurement]]:
     """PrivBayes's network chosen with ``selection_share`` of ``budget``, and its conditional marginals measured
     with the rest (``who``: the plan named in a refusal)."""
-    if not isinstance(budget, PureDP):
-        raise ValueError(f"{who} measures with Laplace noise and selects with the exponential mechanism under pure "
-                         "DP: give a PureDP budget (epsilon)")
-    try:
-        share = Fraction(str(selection_share))
-    except ValueError:
-        share = Fraction(-1)
-    if not 0 < share < 1:
-        raise ValueError(f"selection_share must lie strictly between 0 and 1, got {selection_share}")
-    selection, measurement = split_amount(budget, [share, 1 - share])
+    part = share(selection_share, "selection_share")
+    selection, measurement = split_amount(for_noise(budget, "laplace"), [part, 1 - part])
     chosen = privbayes.network(source, selection, degree=degree, max_cells=max_cells, seed=seed)
     tables = privbayes.cliques(chosen, list(source.domain.names))
     return chosen, privbayes.measure_cliques(source, tables, measurement)
 
 
-def privbayes_ls(source: Handle, workload: Matrix | None, budget: PureDP, *, shape: Sequence[int] | None = None,
+def privbayes_ls(source: Handle, workload: Matrix | None, budget: Budget, *, shape: Sequence[int] | None = None,
                  selection_share: float = 0.3, degree: int = 2, max_cells: int = 10_000,
                  seed: int | None = None) -> VectorEstimate:
     """PrivBayesLS (ektelo plan 17): PrivBayes selection with ``selection_share`` of epsilon, Laplace
@@ -65,7 +57,7 @@ def privbayes_ls(source: Handle, workload: Matrix | None, budget: PureDP, *, sha
                                "conditional on its network " + _shown(chosen))
 
 
-def privbayes_pgm(source: Handle, workload, budget: PureDP, *, shape: Sequence[int] | None = None,
+def privbayes_pgm(source: Handle, workload, budget: Budget, *, shape: Sequence[int] | None = None,
                   selection_share: float = 0.3, degree: int = 2, max_cells: int = 10_000, seed: int | None = None,
                   iterations: int = 1000, method: str = "auto",
                   callback: Callable[[int, float], object] | None = None) -> pgm.Model:

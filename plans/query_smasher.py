@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..kernel.privacy import ZCDP
 from ..operators import measure
+from ..operators.budget import Budget
 from ..operators.client import Handle
 from ..operators.selection.query_smasher import QuerySmasherEstimate, Weights, query_smasher as select
 from ..operators.selection.query_smasher.decompose import QueryMatrix
@@ -18,11 +18,12 @@ from ..operators.selection.residual_hosts import DEFAULT_HOST_CELLS
 Queries = Iterable[tuple[Iterable[str | int] | str | int, QueryMatrix]]
 
 
-def query_smasher(source: Handle, workload: Queries, budget: ZCDP, *, shape: Sequence[int] | None = None,
+def query_smasher(source: Handle, workload: Queries, budget: Budget, *, shape: Sequence[int] | None = None,
                   weights: Sequence[Weights] | None = None, solver: Solver = "exact",
                   max_host_cells: int = DEFAULT_HOST_CELLS, tol: float = 1e-8,
                   workers: int | None = None) -> QuerySmasherEstimate:
-    """Answer linear queries on marginals under a zCDP ``budget`` (pcost ``2 rho``), spending exactly it.
+    """Answer linear queries on marginals with Gaussian noise, spending exactly ``budget`` (a ``ZCDP``, or an
+    ``ApproxDP`` read as the rho that implies it; a ``PureDP`` is refused).
 
     ``source``: the table handle. ``workload``: ``[(attributes, matrix)]``; ``weights``, ``solver``,
     ``tol``, ``workers``: as for :func:`operators.selection.query_smasher.query_smasher`. ``shape``:
@@ -30,6 +31,6 @@ def query_smasher(source: Handle, workload: Queries, budget: ZCDP, *, shape: Seq
     largest marginal the kernel vectorizes to carry several measurements (1 gives one host per maximal
     measured set). Returns a :class:`QuerySmasherEstimate`.
     """
-    measure.require_table_and_zcdp(source, budget, "QuerySmasher")
-    strategy = select(source.domain, workload, weights=weights, budget=budget, solver=solver, tol=tol, workers=workers)
+    measure.table_and_rho(source, budget, "QuerySmasher")  # refused before the selection's work
+    strategy = select(source.domain, workload, weights=weights, solver=solver, tol=tol, workers=workers)
     return strategy.reconstruct(strategy.measure(source, budget, max_host_cells=max_host_cells))

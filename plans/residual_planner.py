@@ -8,18 +8,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..operators.matrix import Matrix
-from ..kernel.privacy import ZCDP
 from ..operators import measure
+from ..operators.budget import Budget
 from ..operators.client import Handle
 from ..operators.matrices import Marginals
 from ..operators.selection.residual_hosts import DEFAULT_HOST_CELLS
 from ..operators.selection.residual_planner import ResidualPlannerEstimate, residual_planner as select
 
 
-def residual_planner(source: Handle, workload: Marginals | Iterable, budget: ZCDP, *,
+def residual_planner(source: Handle, workload: Marginals | Iterable, budget: Budget, *,
                      shape: Sequence[int] | None = None, loss: str = "sum", weights: Sequence[float] | None = None,
                      max_host_cells: int = DEFAULT_HOST_CELLS) -> ResidualPlannerEstimate:
-    """Answer a marginal workload under a zCDP ``budget`` (pcost ``2 rho``), spending exactly it.
+    """Answer a marginal workload with Gaussian noise, spending exactly ``budget`` (a ``ZCDP``, or an ``ApproxDP``
+    read as the rho that implies it; a ``PureDP`` is refused: Gaussian noise cannot give pure DP).
 
     ``source``: the table handle. ``workload``: attribute tuples (names or positions, ``()`` the
     total) or a ``Marginals`` matrix (its subsets; row weights ``w`` become variance weights ``w^2``).
@@ -33,13 +34,13 @@ def residual_planner(source: Handle, workload: Marginals | Iterable, budget: ZCD
     return strategy.reconstruct(measurements)
 
 
-def measured(source: Handle, workload: Marginals | Iterable, budget: ZCDP, loss: str, weights, max_host_cells: int,
+def measured(source: Handle, workload: Marginals | Iterable, budget: Budget, loss: str, weights, max_host_cells: int,
              who: str) -> tuple:
     """ResidualPlanner's strategy for the workload's marginals and its measurements of ``source`` with all of
     ``budget`` (``who``: the plan named in a refusal)."""
-    measure.require_table_and_zcdp(source, budget, who)
+    measure.table_and_rho(source, budget, who)  # refused before the selection's work
     subsets, weights = _subsets_and_weights(workload, weights)
-    strategy = select(source.domain, subsets, loss=loss, weights=weights, budget=budget)
+    strategy = select(source.domain, subsets, loss=loss, weights=weights)
     return strategy, strategy.measure(source, budget, max_host_cells=max_host_cells)
 
 
@@ -47,7 +48,7 @@ def _subsets_and_weights(marginals: Marginals | Iterable, weights) -> tuple[list
     """Attribute subsets of the workload; a weighted Marginals matrix's row weight w counts as w^2 on variance."""
     if marginals is None or (isinstance(marginals, Matrix) and not isinstance(marginals, Marginals)):
         raise ValueError("a marginal plan needs its marginals: attribute sets or a Marginals matrix "
-                         "(from the command line: --workload kway:SIZESxSIZES:K)")
+                         "(from the command line: --workload kway:K, upto:K or attribute sets such as a,b;b,c)")
     if not isinstance(marginals, Marginals):
         return [m if isinstance(m, (str, int)) else tuple(m) for m in marginals], weights
     if weights is None and any(w != 1.0 for w in marginals.weights.values()):

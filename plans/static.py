@@ -2,8 +2,8 @@
 
 Each is ``plan(source, workload, budget, *, shape=None) -> VectorEstimate`` (ektelo plans 1-6, 10, 16):
 the classic selector's ``LinearStrategy`` measured through the kernel and reconstructed, with exact
-error bars (a pure-DP budget measures with Laplace noise, a zCDP budget with Gaussian noise). Their
-expected error is known before any data is touched: ``strategy.expected_error(W)``.
+error bars (a pure-DP budget measures with Laplace noise, a zCDP or (epsilon, delta) budget with Gaussian
+noise). Their expected error is known before any data is touched: ``strategy.at(budget).rmse()``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from ..operators.estimate import VectorEstimate
 from ..operators.matrix import Matrix
 from ..operators import measure
 from ..operators.selection import classic, memo
-from ..operators.selection.linear import Budget, LinearStrategy
+from ..operators.budget import Budget, noise_of
+from ..operators.selection.linear import LinearStrategy
 
 
 Select = Callable[[tuple[int, ...], Matrix], LinearStrategy]
@@ -36,8 +37,9 @@ def measured(source: Handle, workload: Matrix, budget: Budget, shape: Sequence[i
              select: Select) -> VectorEstimate:
     """Measure ``select(shape of the data vector, workload)`` with the whole ``budget``; reconstruct ``workload``."""
     vector, dims = measure.data_vector(source, shape)
-    strategy = select(dims, workload)
-    return strategy.reconstruct(strategy.measure(vector, budget), workload=workload)
+    chosen = select(dims, workload)
+    strategy = LinearStrategy(chosen.matrix, workload, noise_of(budget), chosen.name)
+    return strategy.reconstruct(strategy.measure(vector, budget))
 
 
 def identity(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None) -> VectorEstimate:

@@ -20,7 +20,8 @@ from ..operators.measurement import Measurement
 from ..operators.estimate import VectorEstimate
 from ..operators.partition import stripe
 from ..operators.selection import classic
-from .common import BudgetLike, epsilon_of, solved
+from ..operators.budget import Budget, epsilon_of
+from .common import solved
 
 
 def stripe_measurements(vector: Handle, dims: tuple[int, ...], epsilon: Fraction, attribute: int) -> list[Measurement]:
@@ -30,7 +31,7 @@ def stripe_measurements(vector: Handle, dims: tuple[int, ...], epsilon: Fraction
     return [measure.laplace(part, strategy, epsilon) for part in vector.split_by_partition(stripes.labels)]
 
 
-def hb_striped(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def hb_striped(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
                attribute: int = 0) -> VectorEstimate:
     """HB-Striped: per-stripe HB with the whole budget (parallel composition), one least squares."""
     vector, dims = measure.data_vector(source, shape)

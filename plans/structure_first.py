@@ -27,9 +27,8 @@ from ..operators.matrix import Identity, Intervals, Matrix, VStack, Weighted
 from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
-from .common import (
-    CONDITIONAL, BudgetLike, ScaleEstimate, epsilon_of, scale_or_noisy_total, solved, split_budget,
-)
+from ..operators.budget import Budget, epsilon_of
+from .common import CONDITIONAL, ScaleEstimate, scale_or_noisy_total, solved, split_budget
 
 #: The authors' fractions: buckets per cell, and the clipping bound over the mean count.
 BUCKETS_PER_CELL, BOUND_OVER_MEAN, EPSILON_STEPS = 0.1, 10_000, 20
@@ -69,12 +68,12 @@ def bucket_trees(cuts: Sequence[int]) -> Matrix:
     return VStack([Weighted(Intervals(n, lo, hi), 1 / levels) for levels, (lo, hi) in sorted(by_levels.items())])
 
 
-def structure_first(source: Handle, workload: Matrix, budget: BudgetLike, *, shape: Sequence[int] | None = None,
+def structure_first(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
                     scale: float | None = None, total_share: float | Fraction | str = 0.05) -> VectorEstimate:
     """StructureFirst in 1-D as DPBench ran it: ceil(n / 10) private buckets, a binary tree of noisy counts
     in each, least squares."""
     vector, n = _one_dimensional(source, shape)
-    known = scale_or_noisy_total(vector, budget, scale, total_share)
+    known = scale_or_noisy_total(vector, epsilon_of(budget), scale, total_share)
     buckets = math.ceil(BUCKETS_PER_CELL * n)
     cuts, measure_epsilon = [0, n], known.remaining
     if buckets >= 2:
@@ -86,7 +85,7 @@ def structure_first(source: Handle, workload: Matrix, budget: BudgetLike, *, sha
     return solved([trees, *known.measurements], n, workload, CONDITIONAL.format("the buckets"))
 
 
-def structure_first_plus(source: Handle, workload: Matrix, budget: BudgetLike, *,
+def structure_first_plus(source: Handle, workload: Matrix, budget: Budget, *,
                          shape: Sequence[int] | None = None, buckets: int = 32,
                          selection_share: float | Fraction | str = 0.3, bound: float | None = None,
                          scale: float | None = None, total_share: float | Fraction | str = 0.05) -> VectorEstimate:
@@ -96,7 +95,7 @@ def structure_first_plus(source: Handle, workload: Matrix, budget: BudgetLike, *
     if not 2 <= int(buckets) <= n:
         raise ValueError(f"buckets must be between 2 and the {n} cells; got {buckets}")
     if bound is None:
-        known = scale_or_noisy_total(vector, budget, scale, total_share)
+        known = scale_or_noisy_total(vector, epsilon_of(budget), scale, total_share)
         bound = max(1.0, 4.0 * known.value / n)
     else:
         known = ScaleEstimate(float("nan"), epsilon_of(budget), ())

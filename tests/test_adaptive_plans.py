@@ -45,7 +45,7 @@ PUBLIC = [(name, shape) for name, shape in CASES if info[name].public_scale]
 def test_plans_spend_exactly_their_budget_with_a_noisy_total(name, shape):
     columns, domain = spiky_table(shape)
     session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=1)
-    estimate = catalog[name](session.source, workload_for(shape), EPSILON, **info[name].defaults).x
+    estimate = catalog[name](session.source, workload_for(shape), ek.PureDP(EPSILON), **info[name].defaults).x
     assert estimate.shape == (domain.size,) and np.all(np.isfinite(estimate))
     assert session.budget.spent == ek.PureDP(EPSILON)
 
@@ -55,7 +55,7 @@ def test_plans_spend_exactly_their_budget_with_a_public_scale(name, shape):
     columns, domain = spiky_table(shape)
     session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=2)
     params = {**info[name].defaults, "scale": 2000}
-    estimate = catalog[name](session.source, workload_for(shape), EPSILON, **params).x
+    estimate = catalog[name](session.source, workload_for(shape), ek.PureDP(EPSILON), **params).x
     assert estimate.shape == (domain.size,) and np.all(np.isfinite(estimate))
     assert session.budget.spent == ek.PureDP(EPSILON)
 
@@ -72,7 +72,7 @@ def test_budget_shares_must_lie_inside_the_unit_interval(params, message):
     columns, domain = spiky_table((64,))
     session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=0)
     with pytest.raises(ValueError, match=message):
-        catalog["AHP"](session.source, wl.Prefix(64), EPSILON, **params)
+        catalog["AHP"](session.source, wl.Prefix(64), ek.PureDP(EPSILON), **params)
     assert session.budget.spent == ek.PureDP.zero()
 
 
@@ -82,7 +82,7 @@ def test_budget_shares_must_lie_inside_the_unit_interval(params, message):
 def test_mwem_noisy_total_comes_first_with_its_share_and_the_rounds_split_the_rest():
     columns, domain = spiky_table((64,))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=3)
-    run = mwem.mwem(session.source, wl.Prefix(64), 1, rounds=4, total_share="1/10")
+    run = mwem.mwem(session.source, wl.Prefix(64), ek.PureDP(1), rounds=4, total_share="1/10")
     total, *rounds = run.measurements
     assert np.array_equal(total.matrix.dense(), np.ones((1, 64))) and len(rounds) == 4 and len(run.selected) == 4
     # Laplace std sqrt(2) / eps: the total got eps / 10, each round (9/10) eps / 8 for its measurement (the
@@ -101,7 +101,7 @@ def test_mwem_selects_badly_approximated_queries():
     good = 0
     for seed in range(10):
         session = ek.protect(columns, domain, ek.PureDP(1), seed=seed)
-        run = mwem.mwem(session.source, W, 1, rounds=5, scale=int(x.sum()))
+        run = mwem.mwem(session.source, W, ek.PureDP(1), rounds=5, scale=int(x.sum()))
         good += scores[run.selected[0]] >= 0.9 * scores.max()
     assert good >= 7  # random picks: P(>= 7 of 10) < 1e-7
 
@@ -112,11 +112,11 @@ def test_mwem_measures_each_workload_query_at_most_once_as_dpbench():
     W = wl.RandomRange((64,), 6, seed=2)
     for seed in range(3):  # a large budget: without the removal the worst query would come back
         session = ek.protect(columns, domain, ek.PureDP(50), seed=seed)
-        run = mwem.mwem(session.source, W, 50, rounds=6, scale=int(x.sum()))
+        run = mwem.mwem(session.source, W, ek.PureDP(50), rounds=6, scale=int(x.sum()))
         assert sorted(run.selected) == list(range(6)) and session.budget.spent == ek.PureDP(50)
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
     with pytest.raises(ValueError, match="at most once"):
-        mwem.mwem(session.source, W, 1, rounds=7, scale=int(x.sum()))
+        mwem.mwem(session.source, W, ek.PureDP(1), rounds=7, scale=int(x.sum()))
     assert session.budget.spent == ek.PureDP.zero()
 
 
@@ -125,7 +125,7 @@ def test_inference_moves_the_estimate_toward_the_measurement(inference):
     columns, domain = spiky_table((64,))
     x = true_vector(columns, domain)
     session = ek.protect(columns, domain, ek.PureDP(20), seed=4)
-    run = mwem.mwem(session.source, wl.Prefix(64), 20, rounds=1, scale=int(x.sum()), inference=inference)
+    run = mwem.mwem(session.source, wl.Prefix(64), ek.PureDP(20), rounds=1, scale=int(x.sum()), inference=inference)
     (measured,) = run.measurements
     before = np.abs(measured.matrix @ np.full(x.size, x.sum() / x.size) - measured.answers)[0]
     after = np.abs(measured.matrix @ run.x - measured.answers)[0]
@@ -135,7 +135,7 @@ def test_inference_moves_the_estimate_toward_the_measurement(inference):
 def test_nnls_variant_keeps_the_public_total_and_non_negativity():
     columns, domain = spiky_table((64,))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=5)
-    estimate = catalog["MWEM-d"](session.source, wl.Prefix(64), 1, rounds=4, scale=2000).x
+    estimate = catalog["MWEM-d"](session.source, wl.Prefix(64), ek.PureDP(1), rounds=4, scale=2000).x
     assert estimate.sum() == pytest.approx(2000, rel=1e-3) and estimate.min() >= 0
 
 
@@ -143,7 +143,7 @@ def test_h2_augmentation_is_one_dimensional():
     columns, domain = spiky_table((16, 16))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
     with pytest.raises(ValueError, match="1-D"):
-        catalog["MWEM-b"](session.source, workload_for((16, 16)), 1)
+        catalog["MWEM-b"](session.source, workload_for((16, 16)), ek.PureDP(1))
     assert session.budget.spent == ek.PureDP.zero()
 
 
@@ -155,7 +155,7 @@ def test_mwem_beats_uniform_on_spiky_data():
     for seed in range(3):
         for name in errors:
             session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=seed)
-            errors[name].append(np.mean(np.abs(W @ catalog[name](session.source, W, EPSILON).x - truth)))
+            errors[name].append(np.mean(np.abs(W @ catalog[name](session.source, W, ek.PureDP(EPSILON)).x - truth)))
     assert np.mean(errors["MWEM"]) < 0.25 * np.mean(errors["Uniform"])
 
 
@@ -170,7 +170,7 @@ def test_ahp_beats_identity_on_sparse_piecewise_constant_data():
     for seed in range(20):  # heavy-tailed: over 300 seeds AHP averages 88, Identity 512, but one of the first 4 costs 1,113
         for name in errors:
             session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=seed)
-            errors[name].append(np.sum((catalog[name](session.source, W, EPSILON).x - counts) ** 2))
+            errors[name].append(np.sum((catalog[name](session.source, W, ek.PureDP(EPSILON)).x - counts) ** 2))
             assert session.budget.spent == ek.PureDP(EPSILON)
     assert np.mean(errors["AHP"]) < 0.5 * np.mean(errors["Identity"])
 
@@ -178,7 +178,7 @@ def test_ahp_beats_identity_on_sparse_piecewise_constant_data():
 def test_ahp_estimate_is_constant_on_its_groups():
     columns, domain = spiky_table((64,))
     session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=6)
-    estimate = catalog["AHP"](session.source, wl.Prefix(64), EPSILON).x
+    estimate = catalog["AHP"](session.source, wl.Prefix(64), ek.PureDP(EPSILON)).x
     values = np.unique(np.round(estimate, 6))
     assert 1 <= values.size < 64  # cells grouped, each group spread evenly
 
@@ -190,7 +190,7 @@ def test_uniform_grid_spreads_each_cell_evenly():
     shape = (16, 16)
     columns, domain = spiky_table(shape)
     session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=7)
-    estimate = grids.uniform_grid(session.source, workload_for(shape), EPSILON, scale=500).x
+    estimate = grids.uniform_grid(session.source, workload_for(shape), ek.PureDP(EPSILON), scale=500).x
     cells = classic.uniform_grid(shape, 500, float(EPSILON)).matrix
     assert cells.shape[0] == 36  # 3 wide, the last 1: uneven cells
     for lo, hi in zip(cells.lo, cells.hi):
@@ -204,7 +204,7 @@ def test_adaptive_grid_measures_the_cells_of_its_layout(name, layout):
     shape, scale = (16, 16), 1000
     columns, domain = spiky_table(shape)
     session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=3)
-    estimate = catalog[name](session.source, workload_for(shape), EPSILON, **{**info[name].defaults, "scale": scale})
+    estimate = catalog[name](session.source, workload_for(shape), ek.PureDP(EPSILON), **{**info[name].defaults, "scale": scale})
     first, second = estimate.measurements
     level1 = classic.adaptive_grid_level1(shape, scale, float(EPSILON), layout=layout)
     level2 = classic.adaptive_grid_level2(level1, first.answers, float(EPSILON) / 2, layout=layout)
@@ -223,7 +223,7 @@ def test_grids_beat_uniform_on_spiky_data(name):
     for seed in range(200):  # the gap is about 8%: 200 runs put it at about 4 standard errors
         for plan in errors:
             session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=seed)
-            errors[plan].append(np.mean(np.abs(W @ catalog[plan](session.source, W, EPSILON).x - truth)))
+            errors[plan].append(np.mean(np.abs(W @ catalog[plan](session.source, W, ek.PureDP(EPSILON)).x - truth)))
     assert np.mean(errors[name]) < 0.5 * np.mean(errors["Uniform"])
 
 
@@ -257,5 +257,5 @@ def test_hb_striped_least_squares_beats_identity_on_ranges():
     for seed in range(200):  # the gap is about 8%: 200 runs put it at about 4 standard errors
         for plan in errors:
             session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=seed)
-            errors[plan].append(np.sum((W @ catalog[plan](session.source, W, EPSILON).x - truth) ** 2))
+            errors[plan].append(np.sum((W @ catalog[plan](session.source, W, ek.PureDP(EPSILON)).x - truth) ** 2))
     assert np.mean(errors["HB-Striped"]) < np.mean(errors["Identity"])

@@ -16,7 +16,8 @@ from ektelo_ng.operators.matrix import AllRange, Identity
 from ektelo_ng.operators import workload as wl
 from ektelo_ng.operators.advice import QueryWorkload, advise, load
 from ektelo_ng.operators.advice.deadline import Worker
-from ektelo_ng.operators.privacy import epsilon_within_zcdp, noise_budget
+from ektelo_ng.operators.budget import for_noise
+from ektelo_ng.operators.privacy import epsilon_within_zcdp
 from ektelo_ng.operators.selection.query_smasher import query_class_workload
 from ektelo_ng.plans import catalog
 
@@ -34,7 +35,7 @@ def test_epsilon_within_zcdp_is_the_largest_fitting_epsilon(rho):
 
 def test_a_laplace_strategy_spends_exactly_within_a_zcdp_session():
     session = ek.protect({"a": np.array([0, 1, 1, 2])}, {"a": 3}, ek.ZCDP("0.3"), seed=1)
-    spent = noise_budget("laplace", ek.ZCDP("0.3"))
+    spent = for_noise(ek.ZCDP("0.3"), "laplace")
     ek.measure.laplace(session.source.vectorize(), Identity(3), spent.epsilon)
     left = session.budget.total.value - session.budget.spent.value
     assert 0 <= left < Fraction(1, 10**14)
@@ -42,7 +43,7 @@ def test_a_laplace_strategy_spends_exactly_within_a_zcdp_session():
 
 def test_gaussian_noise_under_pure_dp_is_refused_with_the_reason():
     with pytest.raises(ValueError, match="cannot satisfy pure epsilon-DP"):
-        noise_budget("gaussian", ek.PureDP(1))
+        for_noise(ek.PureDP(1), "gaussian")
     with pytest.raises(ValueError, match="cannot satisfy pure epsilon-DP"):
         advise([8], wl.Prefix(8), ek.PureDP(1), noise="gaussian", time_limit=5)
 
@@ -127,7 +128,7 @@ def test_every_row_is_its_strategys_exact_error_at_the_budget():
 
 def test_all_range_picks_hdmm_at_the_papers_error():
     """HDMM J Table 4, all-range 64 at epsilon 1: OPT_0 5.55 (HB 6.63, Identity 6.63), SVD bound 3.22."""
-    advice = advise([64], AllRange(64), 1.0, time_limit=60)
+    advice = advise([64], AllRange(64), ek.PureDP(1), time_limit=60)
     assert advice.pick.family == "hdmm" and advice.pick.rmse <= 5.55 * 1.01
     by_name = {r.name: r for r in advice.rows}
     assert by_name["Identity, laplace"].rmse == pytest.approx(6.63, abs=0.01)
@@ -187,7 +188,7 @@ def test_max_cells_keeps_full_vector_strategies_out_and_says_so():
 ])
 def test_bad_arguments_are_refused_by_name(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        advise([8], wl.Prefix(8), 1.0, **kwargs)
+        advise([8], wl.Prefix(8), ek.PureDP(1), **kwargs)
 
 
 def test_evidence_rows_price_data_dependent_plans_against_identity():
@@ -204,7 +205,7 @@ def test_evidence_rows_price_data_dependent_plans_against_identity():
 
 # ---- saved advice ---------------------------------------------------------------------------------------------
 def test_saved_advice_rebuilds_the_same_strategy(tmp_path):
-    advice = advise([32], wl.Prefix(32), 1.0, time_limit=60)
+    advice = advise([32], wl.Prefix(32), ek.PureDP(1), time_limit=60)
     path = tmp_path / "advice.json"
     advice.save(path)
     saved = load(path)
@@ -213,7 +214,7 @@ def test_saved_advice_rebuilds_the_same_strategy(tmp_path):
 
 
 def test_a_saved_advice_that_no_longer_rebuilds_is_refused(tmp_path):
-    advice = advise([32], wl.Prefix(32), 1.0, time_limit=60)
+    advice = advise([32], wl.Prefix(32), ek.PureDP(1), time_limit=60)
     path = tmp_path / "advice.json"
     advice.save(path)
     document = json.loads(path.read_text())

@@ -48,7 +48,7 @@ def test_a_script_without_a_main_guard_is_not_run_again_by_the_worker(tmp_path):
         "import ektelo_ng as ek\n"
         "with open('runs.txt', 'a') as runs:\n"
         "    runs.write('x')\n"
-        "advice = ek.advise([8], ek.workload.Prefix(8), 1.0, time_limit=20)\n"
+        "advice = ek.advise([8], ek.workload.Prefix(8), ek.PureDP(1.0), time_limit=20)\n"
         "print(advice.pick.name)\n"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "runs.txt").read_text() == "x"
@@ -211,7 +211,7 @@ def test_bad_numbers_on_the_command_line_are_refused_by_name(capsys, option, val
 @pytest.mark.parametrize("kwargs", [{"restarts": 0}, {"max_cells": 1.5}, {"max_cells": -1}, {"seed": -1}])
 def test_bad_whole_numbers_are_refused_by_the_api(kwargs):
     with pytest.raises(ValueError, match=f"{next(iter(kwargs))} must be a whole number"):
-        ek.advise([8], ek.workload.Prefix(8), 1.0, time_limit=5, **kwargs)
+        ek.advise([8], ek.workload.Prefix(8), ek.PureDP(1.0), time_limit=5, **kwargs)
 
 
 # ---- the time limit -------------------------------------------------------------------------------------------
@@ -288,7 +288,7 @@ def test_an_epsilon_delta_budget_on_the_command_line_states_its_conversion(capsy
 
 def test_on_one_attribute_the_hdmm_templates_not_run_say_why():
     """OPT_M read 'needs at most 26 attributes' and OPT_+ 'needs a union of 2 to 64 products' on a 1-D union."""
-    advice = ek.advise([16], [((0,), ek.workload.Prefix(16)), ((0,), Identity(16))], 1.0, time_limit=10)
+    advice = ek.advise([16], [((0,), ek.workload.Prefix(16)), ((0,), Identity(16))], ek.PureDP(1.0), time_limit=10)
     reasons = {r.name: r.reason for r in advice.skipped() if r.family == "hdmm"}
     assert set(reasons) == {"HDMM OPT_kron, laplace", "HDMM OPT_+, laplace", "HDMM OPT_M, laplace"}
     assert all("one attribute" in reason for reason in reasons.values()), reasons
@@ -319,16 +319,17 @@ def test_a_workload_that_does_not_fit_the_advice_is_refused_before_any_budget_is
 # ---- the API --------------------------------------------------------------------------------------------------
 def test_array_workloads_are_taken_as_matrices():
     rows = np.tril(np.ones((4, 4)))
-    whole = ek.advise([4], rows, 1.0, time_limit=10)
-    items = ek.advise([4], [((0,), rows.tolist())], 1.0, time_limit=10)
+    whole = ek.advise([4], rows, ek.PureDP(1.0), time_limit=10)
+    items = ek.advise([4], [((0,), rows.tolist())], ek.PureDP(1.0), time_limit=10)
     assert whole.pick.rmse == pytest.approx(items.pick.rmse, rel=1e-6)
 
 
 @pytest.mark.parametrize("workload, budget, message", [
-    ([(0,)], 1.0, "each workload item is an \\(attributes, matrix\\) pair"),
-    ([((0,), "prefix")], 1.0, "need 4 columns"),
-    (None, (1, 1e-6, 3), "a budget is PureDP, ZCDP, an epsilon or an \\(epsilon, delta\\) pair"),
-], ids=["item not a pair", "item matrix a word", "budget triple"])
+    ([(0,)], ek.PureDP(1), "each workload item is an \\(attributes, matrix\\) pair"),
+    ([((0,), "prefix")], ek.PureDP(1), "need 4 columns"),
+    (None, (1, 1e-6, 3), "is not a budget: .*ek.ApproxDP\\(epsilon, delta\\)"),
+    (None, (1, 1e-6), "a bare pair: write ek.ApproxDP\\(1, 1e-06\\)"),
+], ids=["item not a pair", "item matrix a word", "budget triple", "budget pair"])
 def test_bad_api_arguments_are_refused_by_what_they_should_be(workload, budget, message):
     with pytest.raises(ValueError, match=message):
         ek.advise([4], workload if workload is not None else ek.workload.Prefix(4), budget, time_limit=5)
@@ -362,7 +363,7 @@ def test_without_a_domain_run_leaves_the_rebuild_to_the_plan_which_knows_the_tab
 @pytest.mark.parametrize("workload", [np.zeros((0, 4)), [((0,), np.zeros((0, 4)))]], ids=["matrix", "item"])
 def test_a_workload_of_no_rows_is_refused_by_name(workload):
     with pytest.raises(ValueError, match="no queries"):
-        ek.advise([4], workload, 1.0, time_limit=5)
+        ek.advise([4], workload, ek.PureDP(1.0), time_limit=5)
 
 
 def test_a_shape_without_a_scale_is_refused_rather_than_ignored(capsys):
@@ -372,7 +373,7 @@ def test_a_shape_without_a_scale_is_refused_rather_than_ignored(capsys):
 
 def test_a_shape_the_replay_has_no_dataset_of_gives_advice_without_evidence():
     """No 2-D dataset of the replay is smooth: the whole advice failed, after running every selector."""
-    advice = ek.advise([16, 16], ek.workload.RandomRange((16, 16), 20, seed=0), 1.0, scale=1000, shape="smooth",
+    advice = ek.advise([16, 16], ek.workload.RandomRange((16, 16), 20, seed=0), ek.PureDP(1.0), scale=1000, shape="smooth",
                        time_limit=5)
     assert advice.pick is not None and not [r for r in advice.rows if r.status == "evidence"]
     assert any("no 2-D dataset of shape 'smooth'" in note for note in advice.notes)
@@ -382,7 +383,7 @@ def test_an_unknown_shape_is_refused_before_any_selector_runs(monkeypatch):
     advise_module = importlib.import_module("ektelo_ng.operators.advice.advise")
     monkeypatch.setattr(advise_module, "Worker", None)  # no selector may run
     with pytest.raises(ValueError, match="unknown shape label 'weird'"):
-        ek.advise([64], ek.workload.Prefix(64), 1.0, scale=100, shape="weird", time_limit=5)
+        ek.advise([64], ek.workload.Prefix(64), ek.PureDP(1.0), scale=100, shape="weird", time_limit=5)
 
 
 def test_hdmm_s_templates_are_looked_up_once_per_advice(monkeypatch):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import ektelo_ng as ek
+
 import importlib.util
 import json
 
@@ -130,11 +132,11 @@ def test_a_saved_advice_asking_for_endless_restarts_is_refused(tmp_path):
     from ektelo_ng.operators import workload as wl
 
     path = tmp_path / "advice.json"
-    advise([16], wl.Prefix(16), 1.0, time_limit=30).save(path)
+    advise([16], wl.Prefix(16), ek.PureDP(1.0), time_limit=30).save(path)
     document = json.loads(path.read_text())
     document["pick"]["restarts"] = 10**9
     path.write_text(json.dumps(document))
     with pytest.raises(ValueError, match="restarts must be at most 100"):
         load(path)
     with pytest.raises(ValueError, match="restarts must be at most 100"):
-        advise([16], wl.Prefix(16), 1.0, restarts=101)
+        advise([16], wl.Prefix(16), ek.PureDP(1.0), restarts=101)

@@ -101,7 +101,7 @@ def plan(session) -> list[np.ndarray]:
     answers.append(x.laplace(Identity(x.size), "1/10").values)
     y = root.where((attr(ODD) == "O'Brien") | attr("zone").between(1, 2)).project([ODD, "sex"]).vectorize()
     answers.append(y.laplace(Ones(1, y.size), "1/10").values)
-    estimate = catalog["HB"](root.project(["age"]), Identity(6), Fraction(1, 10))
+    estimate = catalog["HB"](root.project(["age"]), Identity(6), ek.PureDP(Fraction(1, 10)))
     answers.append(np.asarray(getattr(estimate, "x", estimate)))
     z = root.vectorize()
     answers.append(z.laplace(Identity(z.size), "1/10").values)

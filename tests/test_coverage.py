@@ -62,7 +62,7 @@ def query_case(budget):
     columns, domain = table([3, 4, 2])
     cube = histogram(columns, domain).reshape(domain.sizes)
     queries = [((0, 1), Prefix(12)), ((2,), np.array([[1.0, -1.0]])), ((1, 0), np.eye(12)[:5])]
-    strategy = query_smasher(domain, queries, budget=budget)
+    strategy = query_smasher(domain, queries)
     truth = np.concatenate([Prefix(12) @ cube.sum(axis=2).ravel(), [cube.sum(axis=(0, 1)) @ [1.0, -1.0]],
                             cube.sum(axis=2).T.ravel()[:5]])
 
@@ -76,7 +76,7 @@ def query_case(budget):
 CASES = {
     "Identity-laplace": vector_case(lambda W: identity(32), ek.PureDP(1)),
     "HB-laplace": vector_case(lambda W: hb(256), ek.PureDP(1), sizes=(256,)),  # a tree: up to 128 cells HB is Identity
-    "HB-gaussian": vector_case(lambda W: hb(256), ek.ZCDP(0.5), sizes=(256,)),
+    "HB-gaussian": vector_case(lambda W: hb(256).with_noise("gaussian"), ek.ZCDP(0.5), sizes=(256,)),
     "HDMM-laplace": vector_case(lambda W: hdmm(W, "laplace", seed=0), ek.PureDP(1)),
     "HDMM-gaussian-2d": vector_case(lambda W: hdmm(W, "gaussian", seed=0), ek.ZCDP(0.5), sizes=(4, 8)),
     "ResidualPlanner": marginal_case(lambda d: residual_planner(d, [(0, 1), (1, 2), (0, 2)]), ek.ZCDP(0.5)),

@@ -164,11 +164,11 @@ def _session(x, budget, seed=0):
 def test_dawa_spends_its_budget_and_recovers_piecewise_data():
     x = np.concatenate([np.full(96, 40), np.zeros(128, int), np.full(32, 7)])
     s = _session(x, ek.PureDP(1000))
-    estimate = dawa(s.source, Prefix(x.size), 1000)
+    estimate = dawa(s.source, Prefix(x.size), ek.PureDP(1000))
     assert s.budget.spent == ek.PureDP(1000)
     np.testing.assert_allclose(estimate, x, atol=0.5)
     small = _session(x, ek.PureDP("0.1"), seed=1)
-    estimate = dawa(small.source, Prefix(x.size), "0.1")
+    estimate = dawa(small.source, Prefix(x.size), ek.PureDP("0.1"))
     assert small.budget.spent == ek.PureDP("0.1") and np.all(np.isfinite(estimate))
 
 
@@ -190,10 +190,10 @@ def test_dawa_in_2d_through_the_hilbert_order_and_dawa_striped():
     workloads = (Kronecker([Prefix(16), Prefix(16)]), RandomRange((16, 16), 200, seed=1))
     for W, plan in product(workloads, (dawa, dawa_striped)):  # implicit products; boxes made sparse
         s = _session(x, ek.PureDP(500))
-        estimate = plan(s.source, W, 500)
+        estimate = plan(s.source, W, ek.PureDP(500))
         assert s.budget.spent == ek.PureDP(500)  # DAWA-Striped: parallel composition over the stripes
         assert np.abs(estimate - x.ravel()).max() < 1.0
     rectangle = _session(np.ones((4, 8), int), ek.PureDP(1))
     with pytest.raises(ValueError, match="square grid"):
-        dawa(rectangle.source, Kronecker([Prefix(4), Prefix(8)]), 1)
+        dawa(rectangle.source, Kronecker([Prefix(4), Prefix(8)]), ek.PureDP(1))
     assert rectangle.budget.spent == ek.PureDP.zero()

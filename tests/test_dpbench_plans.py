@@ -63,7 +63,7 @@ def test_plans_spend_exactly_their_budget(name, shape, scale):
     columns, domain = table_of(skewed_counts(shape))
     session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=1)
     params = {**info[name].defaults, **({} if scale is None else {"scale": scale})}
-    estimate = catalog[name](session.source, workload_for(shape), EPSILON, **params).x
+    estimate = catalog[name](session.source, workload_for(shape), ek.PureDP(EPSILON), **params).x
     assert estimate.shape == (domain.size,) and np.all(np.isfinite(estimate))
     assert session.budget.spent == ek.PureDP(EPSILON)
 
@@ -250,7 +250,7 @@ def test_sse_kd_partition_refuses_bad_input(args, message):
 def test_dpcube_spreads_each_boxs_noisy_count_evenly(counts):
     columns, domain = table_of(counts)
     plan_session = ek.protect(columns, domain, ek.PureDP(1), seed=7)
-    estimate = catalog["DPCube"](plan_session.source, workload_for(counts.shape), 1).x
+    estimate = catalog["DPCube"](plan_session.source, workload_for(counts.shape), ek.PureDP(1)).x
     laplaces = ops(plan_session, "laplace")
     assert [e["epsilon"] for e in laplaces] == ["1/2", "1/2"] and leaf(laplaces[1]) == "ranges"
     # the same requests on an identically seeded kernel give the same noisy answers
@@ -273,11 +273,11 @@ def test_dpcube_with_negligible_noise_gives_the_mean_of_each_block_of_gz_cells()
     counts = np.concatenate([np.arange(11), np.full(11, 40), np.arange(5) * 3])  # blocks of 11, 11 and 5 cells
     columns, domain = table_of(counts)
     session = ek.protect(columns, domain, ek.PureDP(10**7), seed=0)
-    estimate = catalog["DPCube"](session.source, wl.Prefix(27), 10**7).x
+    estimate = catalog["DPCube"](session.source, wl.Prefix(27), ek.PureDP(10**7)).x
     # the grid is constant within a block, so no box is cut inside one: DPCube keeps the blocks' means
     np.testing.assert_allclose(estimate, np.repeat([5.0, 40.0, 6.0], [11, 11, 5]), atol=1e-3)
     session = ek.protect(columns, domain, ek.PureDP(10**7), seed=0)
-    estimate = catalog["DPCube"](session.source, wl.Prefix(27), 10**7, gz=1).x
+    estimate = catalog["DPCube"](session.source, wl.Prefix(27), ek.PureDP(10**7), gz=1).x
     np.testing.assert_allclose(estimate, counts, atol=1e-3)  # blocks of one cell: the data
 
 
@@ -288,7 +288,7 @@ def test_dpcube_refuses_bad_parameters_before_spending(params, message):
     columns, domain = table_of(skewed_counts((16,)))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
     with pytest.raises(ValueError, match=message):
-        catalog["DPCube"](session.source, wl.Prefix(16), 1, **params)
+        catalog["DPCube"](session.source, wl.Prefix(16), ek.PureDP(1), **params)
     assert session.budget.spent == ek.PureDP.zero()
 
 
@@ -299,7 +299,7 @@ def test_dpcube_refuses_bad_parameters_before_spending(params, message):
 def test_dpcube_plus_with_negligible_noise_recovers_the_data(counts):
     columns, domain = table_of(counts)
     session = ek.protect(columns, domain, ek.PureDP(10**7), seed=0)
-    estimate = catalog["DPCube+"](session.source, workload_for(counts.shape), 10**7).x
+    estimate = catalog["DPCube+"](session.source, workload_for(counts.shape), ek.PureDP(10**7)).x
     assert np.max(np.abs(estimate - counts.ravel())) < 1e-3
 
 
@@ -307,7 +307,7 @@ def test_dpcube_plus_is_the_weighted_least_squares_of_cells_and_boxes():
     counts = np.repeat([3, 30, 0, 12], 16)
     columns, domain = table_of(counts)
     plan_session = ek.protect(columns, domain, ek.PureDP(1), seed=7)
-    estimate = catalog["DPCube+"](plan_session.source, wl.Prefix(64), 1).x
+    estimate = catalog["DPCube+"](plan_session.source, wl.Prefix(64), ek.PureDP(1)).x
     laplaces = ops(plan_session, "laplace")
     assert [e["epsilon"] for e in laplaces] == ["1/2", "1/2"] and leaf(laplaces[1]) == "ranges"
     # the same requests on an identically seeded kernel give the same noisy answers
@@ -330,7 +330,7 @@ def test_dpcube_plus_refuses_a_bad_share_before_spending():
     columns, domain = table_of(skewed_counts((16,)))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
     with pytest.raises(ValueError, match="selection_share"):
-        catalog["DPCube+"](session.source, wl.Prefix(16), 1, selection_share=1)
+        catalog["DPCube+"](session.source, wl.Prefix(16), ek.PureDP(1), selection_share=1)
     assert session.budget.spent == ek.PureDP.zero()
 
 
@@ -340,7 +340,7 @@ def test_dpcube_plus_refuses_a_bad_share_before_spending():
 def mwem_star_rounds(counts, epsilon, **params):
     columns, domain = table_of(counts)
     session = ek.protect(columns, domain, ek.PureDP(epsilon), seed=3)
-    estimate = mwem.mwem_star(session.source, wl.Prefix(counts.size), epsilon, **params).x
+    estimate = mwem.mwem_star(session.source, wl.Prefix(counts.size), ek.PureDP(epsilon), **params).x
     assert session.budget.spent == ek.PureDP(epsilon) and estimate.shape == (counts.size,)
     return len(ops(session, "worst_approx"))
 
@@ -366,11 +366,11 @@ def test_mwem_star_rows_start_at_their_signal_and_a_noisy_total_picks_the_row():
 def test_run_takes_the_rounds_from_the_record_count():
     columns, domain = table_of(skewed_counts((16,), 2000))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
-    run = mwem.mwem(session.source, wl.Prefix(16), 1, rounds=lambda records: int(records) // 500, scale=2000)
+    run = mwem.mwem(session.source, wl.Prefix(16), ek.PureDP(1), rounds=lambda records: int(records) // 500, scale=2000)
     assert len(run.selected) == 4 and len(run.measurements) == 4
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
     with pytest.raises(ValueError, match="rounds must be a positive number, got 0"):
-        mwem.mwem(session.source, wl.Prefix(16), 1, rounds=lambda records: 0, scale=2000)
+        mwem.mwem(session.source, wl.Prefix(16), ek.PureDP(1), rounds=lambda records: 0, scale=2000)
 
 
 @pytest.mark.parametrize("params, message", [
@@ -385,7 +385,7 @@ def test_mwem_star_refuses_bad_parameters_before_spending(params, message):
     columns, domain = table_of(skewed_counts((16,)))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
     with pytest.raises(ValueError, match=message):
-        mwem.mwem_star(session.source, wl.Prefix(16), 1, **params)
+        mwem.mwem_star(session.source, wl.Prefix(16), ek.PureDP(1), **params)
     assert session.budget.spent == ek.PureDP.zero()
 
 
@@ -395,7 +395,7 @@ def test_mwem_star_refuses_bad_parameters_before_spending(params, message):
 def ahp_star_partition_epsilon(counts, epsilon, **params):
     columns, domain = table_of(counts)
     session = ek.protect(columns, domain, ek.PureDP(epsilon), seed=4)
-    ahp.ahp_star(session.source, wl.Prefix(counts.size), epsilon, **params)
+    ahp.ahp_star(session.source, wl.Prefix(counts.size), ek.PureDP(epsilon), **params)
     assert session.budget.spent == ek.PureDP(epsilon)
     histogram = [e for e in ops(session, "laplace") if leaf(e) == "identity"][0]
     return Fraction(histogram["epsilon"])
@@ -421,5 +421,5 @@ def test_ahp_star_refuses_bad_tables_before_spending(table, message):
     columns, domain = table_of(skewed_counts((16,)))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
     with pytest.raises(ValueError, match=message):
-        ahp.ahp_star(session.source, wl.Prefix(16), 1, scale=100, table=table)
+        ahp.ahp_star(session.source, wl.Prefix(16), ek.PureDP(1), scale=100, table=table)
     assert session.budget.spent == ek.PureDP.zero()

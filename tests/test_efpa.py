@@ -102,8 +102,8 @@ def test_efpa_spends_its_budget_and_recovers_smooth_data():
     n = 128
     x = np.rint(50 + 40 * np.cos(2 * np.pi * np.arange(n) / n)).astype(int)
     s = _session(x, ek.PureDP(1000))
-    estimate = efpa(s.source, Prefix(n), 1000)
+    estimate = efpa(s.source, Prefix(n), ek.PureDP(1000))
     assert s.budget.spent == ek.PureDP(1000)
     assert np.abs(estimate - x).max() < 2.0
     low = _session(x, ek.PureDP("0.1"), seed=1)
-    assert np.all(np.isfinite(efpa(low.source, Prefix(n), "0.1"))) and low.budget.spent == ek.PureDP("0.1")
+    assert np.all(np.isfinite(efpa(low.source, Prefix(n), ek.PureDP("0.1")))) and low.budget.spent == ek.PureDP("0.1")

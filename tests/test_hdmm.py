@@ -30,7 +30,6 @@ from ektelo_ng.operators.error import expected_error, svd_bound
 from ektelo_ng.operators.measurement import Measurement
 from ektelo_ng.operators.selection.hdmm import (
     KroneckerStrategy,
-    MarginalStrategy,
     PIdentity,
     UnionStrategy,
     hdmm,
@@ -78,7 +77,7 @@ def table_rmse(strategy):
 
 
 def table_bound(strategy):
-    return math.sqrt(strategy.svd_bound() / strategy.num_queries) * (SIGMA if strategy.noise == "gaussian" else 1.0)
+    return math.sqrt(svd_bound(strategy.workload, strategy.noise) / strategy.num_queries) * (SIGMA if strategy.noise == "gaussian" else 1.0)
 
 
 # ---- workload structure -----------------------------------------------------------------------
@@ -436,10 +435,10 @@ def test_erratum_2_svd_bound_multiplicity():
     assert brute == pytest.approx(50.85, abs=0.005)
     lattice = marg.Lattice(sizes)
     kappa_w = lattice.Y(marg.marginal_approximation(product_terms(W), lattice))
-    assert marg.svd_bound(kappa_w, lattice) == pytest.approx(brute)
+    assert marg.lattice_svdb(kappa_w, lattice) == pytest.approx(brute)
     printed = np.sum(np.sqrt(kappa_w) * lattice.c[::-1, ::-1, ::-1]) ** 2 / 24  # c(not a) multiplicities
     assert printed == pytest.approx(189.3, abs=0.05)
-    assert MarginalStrategy.svd_bound(opt_marginals(W, "gaussian")) == pytest.approx(brute)
+    assert svd_bound(W, "gaussian") == pytest.approx(brute)
 
 
 def test_erratum_3_eigen_form_pseudo_inverse():
@@ -472,9 +471,9 @@ def test_gaussian_closed_form_attains_svd_bound_when_valid():
     theta, valid = marg.gaussian_closed_form(kappa_w, lattice)
     assert valid
     loss = marg.MarginalObjective(kappa_w, lattice, "gaussian")(theta)[0]
-    assert loss == pytest.approx(marg.svd_bound(kappa_w, lattice))
+    assert loss == pytest.approx(marg.lattice_svdb(kappa_w, lattice))
     strategy = opt_marginals(W, "gaussian")
-    assert strategy.expected_error() == pytest.approx(strategy.svd_bound())
+    assert strategy.expected_error() == pytest.approx(svd_bound(strategy.workload, strategy.noise))
     assert strategy.expected_error() == pytest.approx(dense_error(W, strategy.matrix, "gaussian"))
 
 
@@ -490,7 +489,7 @@ def test_journal_example_17_all_two_way_marginals():
     best = opt_marginals(W, restarts=10, seed=0)
     assert best.expected_error() / 2 == pytest.approx(62886, rel=0.01)
     assert best.matrix.sensitivity("l1") == pytest.approx(1.0)
-    assert best.svd_bound() <= best.expected_error()
+    assert svd_bound(best.workload, best.noise) <= best.expected_error()
 
 
 # ---- strategies: reconstruction and selection -----------------------------------------------------------
@@ -532,7 +531,7 @@ def test_hdmm_picks_the_best_candidate_and_falls_back_to_identity():
     W = Marginals((2, 5, 50, 100), itertools.combinations(range(4), 2))
     best = hdmm(W, seed=0, restarts=2)
     assert best.expected_error() <= opt_plus(W, seed=0).expected_error()
-    assert best.svd_bound() <= best.expected_error()
+    assert svd_bound(best.workload, best.noise) <= best.expected_error()
     identity = hdmm(Identity(16), seed=0)
     assert identity.expected_error() == pytest.approx(32.0, rel=1e-4)
     one_d = hdmm(Prefix(32), noise="gaussian")
@@ -544,9 +543,25 @@ def test_hdmm_picks_the_best_candidate_and_falls_back_to_identity():
         hdmm(W, noise="uniform")
 
 
-def test_svd_bound_agrees_with_operators_error():
+def test_the_one_svd_bound_takes_the_marginal_closed_form_where_it_applies():
+    from ektelo_ng.operators.error import _svdb
+
     W = VStack([Kronecker([Prefix(4), Total(3)]), Kronecker([Identity(4), AllRange(3)])])
-    strategy = opt_kron(W, seed=0)
-    assert strategy.svd_bound() == pytest.approx(svd_bound(W))
+    assert marg.marginal_svdb(W) is None  # not a marginal workload: singular values of its Gram
+    assert svd_bound(W) == pytest.approx(2 * _svdb(W))
     marginal = Marginals((3, 4, 2), [(0, 1), (2,)])
-    assert opt_kron(marginal, "gaussian").svd_bound() == pytest.approx(svd_bound(marginal, "gaussian"))
+    closed = marg.marginal_svdb(marginal)
+    assert closed == pytest.approx(_svdb(marginal))  # J Thm 12 (corrected) against the dense singular values
+    assert svd_bound(marginal, "gaussian") == pytest.approx(closed)
+    assert svd_bound(marginal, "laplace") == pytest.approx(2 * closed)
+
+
+def test_rmse_on_cps_all_marginals_is_the_optimizers_own_error_journal_table_6():
+    """HDMM J Table 6, CPS (100, 50, 7, 4, 2), all 32 marginals, epsilon 1, Laplace: HDMM 4.84, SVDB 2.63. ``rmse()``
+    reads the optimizer's error: the generic path would need a 280,000 x 280,000 Gram (it raised)."""
+    sizes = (100, 50, 7, 4, 2)
+    W = Marginals(sizes, [s for k in range(6) for s in itertools.combinations(range(5), k)])
+    strategy = hdmm(W, "laplace", seed=0)
+    assert strategy.rmse() == pytest.approx(4.84, abs=0.005)
+    assert strategy.rmse() == pytest.approx(math.sqrt(strategy.expected_error() / W.shape[0]), rel=1e-12)
+    assert math.sqrt(svd_bound(W) / W.shape[0]) == pytest.approx(2.63, abs=0.005)

@@ -25,7 +25,7 @@ def test_a_users_modules_named_like_the_layers_break_nothing(tmp_path):
 
         ages = np.random.default_rng(0).integers(0, 64, 2000)
         session = ek.protect({"age": ages}, {"age": 64}, ek.PureDP(2), seed=0)
-        estimate = ek.catalog["HB"](session.source, ek.workload.Prefix(64), 1)
+        estimate = ek.catalog["HB"](session.source, ek.workload.Prefix(64), ek.PureDP(1))
         vector, _ = ek.measure.data_vector(session.source)
         x_hat = ek.least_squares([ek.measure.laplace(vector, ek.selection.identity((64,)), "0.5")], size=64)
         print(round(float(np.asarray(estimate).sum())), x_hat.shape, session.budget.spent.epsilon)

@@ -100,14 +100,14 @@ def test_bad_intervals_are_refused_and_nothing_is_spent(intervals):
 def test_php_spends_its_budget_and_finds_the_steps():
     x = np.concatenate([np.full(40, 30), np.zeros(60, int), np.full(28, 5)])
     s = _session(x, ek.PureDP(400))
-    estimate = php(s.source, Prefix(x.size), 400, depth=4)
+    estimate = php(s.source, Prefix(x.size), ek.PureDP(400), depth=4)
     assert s.budget.spent == ek.PureDP(400)
     assert np.abs(estimate - x).max() < 1.0
     low = _session(x, ek.PureDP("0.1"), seed=1)
-    estimate = php(low.source, Prefix(x.size), "0.1")
+    estimate = php(low.source, Prefix(x.size), ek.PureDP("0.1"))
     assert low.budget.spent == ek.PureDP("0.1") and np.all(np.isfinite(estimate))
     with pytest.raises(ValueError, match="depth must be between 1 and"):
-        php(low.source, Prefix(x.size), "0.1", depth=math.ceil(math.log2(x.size)) + 1)
+        php(low.source, Prefix(x.size), ek.PureDP("0.1"), depth=math.ceil(math.log2(x.size)) + 1)
 
 
 def test_php_stops_splitting_beyond_2001_intervals_left_to_right_as_dpbench(monkeypatch):
@@ -115,7 +115,7 @@ def test_php_stops_splitting_beyond_2001_intervals_left_to_right_as_dpbench(monk
 
     x = np.arange(4096)  # a ramp: at this budget the splits are close to the middle, as the scores favour
     s = _session(x, ek.PureDP(4000))
-    estimate = php(s.source, Prefix(x.size), 4000)  # 11 rounds: 1,024 intervals after 10, then 977 splits
+    estimate = php(s.source, Prefix(x.size), ek.PureDP(4000))  # 11 rounds: 1,024 intervals after 10, then 977 splits
     splits = [t for t in s.transcript() if t["op"] == "split_points"]
     assert len(splits) == 11 and s.budget.spent == ek.PureDP(4000)
     assert splits[-1]["intervals"] == {"length": 977}  # the transcript abbreviates long lists
@@ -123,7 +123,7 @@ def test_php_stops_splitting_beyond_2001_intervals_left_to_right_as_dpbench(monk
     assert measured.matrix.shape[0] == 2001
     monkeypatch.setattr(module, "MAX_INTERVALS", 6)  # the same rule on a size whose requests the transcript shows
     s = _session(np.arange(64), ek.PureDP(4000))
-    php(s.source, Prefix(64), 4000, depth=3)
+    php(s.source, Prefix(64), ek.PureDP(4000), depth=3)
     rounds = [t["intervals"] for t in s.transcript() if t["op"] == "split_points"]
     assert rounds == [[[0, 64]], [[0, 32], [32, 64]], [[0, 16], [16, 32]]]
 
@@ -134,7 +134,7 @@ def test_php_bisects_int_log2_n_minus_1_times_as_dpbench_and_php_plus_ceil_log2_
     x = np.repeat(np.arange(100) % 7, 3)
     for plan, rounds in ((php, 7), (php_plus, 5)):  # 300 cells: int(log2 300) - 1 = 7, ceil(8.23 / 2) = 5
         s = _session(x, ek.PureDP(1))
-        plan(s.source, Prefix(x.size), 1)
+        plan(s.source, Prefix(x.size), ek.PureDP(1))
         splits = [t for t in s.transcript() if t["op"] == "split_points"]
         assert len(splits) == rounds and {t["epsilon"] for t in splits} == {str(Fraction(1, 2 * rounds))}
         assert s.budget.spent == ek.PureDP(1)

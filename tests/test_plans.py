@@ -49,7 +49,7 @@ def test_plans_spend_exactly_their_budget_and_return_an_estimate(name, shape):
     columns, domain = spiky_table(shape)
     session = ek.protect(columns, domain, ek.PureDP("1/2"), seed=1)
     W = wl.RandomRange(shape, 20, seed=0)
-    estimate = catalog[name](session.source, W, Fraction(1, 2), **info[name].defaults).x
+    estimate = catalog[name](session.source, W, ek.PureDP(Fraction(1, 2)), **info[name].defaults).x
     assert estimate.shape == (domain.size,) and np.all(np.isfinite(estimate))
     assert session.budget.spent == ek.PureDP("1/2")
 
@@ -85,7 +85,7 @@ def test_empirical_error_matches_expected_error(name, workload):
     vector = session.source.vectorize()
     truth = W @ true_vector(columns, domain)
     plan = catalog[name]
-    errors = [np.sum((W @ plan(vector, W, epsilon, shape=shape, **info[name].defaults).x - truth) ** 2)
+    errors = [np.sum((W @ plan(vector, W, ek.PureDP(epsilon), shape=shape, **info[name].defaults).x - truth) ** 2)
               for _ in range(RUNS)]
     A = info[name].strategy(shape, W).matrix
     mean, sd = _band(A, W, A.sensitivity("l1") / float(epsilon))
@@ -104,7 +104,7 @@ def test_uniform_grid_empirical_error_matches_expected_error(workload):
     session = ek.protect(columns, domain, ek.PureDP(epsilon * RUNS), seed=6)
     vector = session.source.vectorize()
     truth = W @ true_vector(columns, domain)
-    errors = [np.sum((W @ grids.uniform_grid(vector, W, epsilon, shape=shape, scale=200).x - truth) ** 2)
+    errors = [np.sum((W @ grids.uniform_grid(vector, W, ek.PureDP(epsilon), shape=shape, scale=200).x - truth) ** 2)
               for _ in range(RUNS)]
     A = classic.uniform_grid(shape, 200, float(epsilon)).matrix  # about N eps / 10 = 10 cells
     assert 1 < A.shape[0] < 64  # a real grid, neither one cell nor the identity
@@ -122,7 +122,7 @@ def test_hdmm_plan_matches_its_strategy_error():
     vector = session.source.vectorize()
     truth = W @ true_vector(columns, domain)
     strategy = hdmm(W, restarts=1, seed=0)
-    errors = [np.sum((W @ hdmm_plan(vector, W, 1, restarts=1, seed=0).x - truth) ** 2) for _ in range(runs)]
+    errors = [np.sum((W @ hdmm_plan(vector, W, ek.PureDP(1), restarts=1, seed=0).x - truth) ** 2) for _ in range(runs)]
     mean, sd = _band(strategy.matrix, W, strategy.matrix.sensitivity("l1"))
     assert mean == pytest.approx(strategy.expected_error(), rel=1e-6)
     assert abs(np.mean(errors) - mean) < 5 * sd / np.sqrt(runs)
@@ -139,7 +139,7 @@ def test_plans_refuse_a_workload_of_the_wrong_size():
     columns, domain = spiky_table((8,))
     session = ek.protect(columns, domain, ek.PureDP(1))
     with pytest.raises(ValueError, match="columns"):
-        hdmm_plan(session.source, wl.Prefix(9), 1)
+        hdmm_plan(session.source, wl.Prefix(9), ek.PureDP(1))
     with pytest.raises(ValueError, match="cells"):
         static.identity(session.source, wl.Prefix(8), 1, shape=(3, 3))
     assert session.budget.spent == ek.PureDP.zero()

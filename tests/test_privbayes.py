@@ -80,7 +80,7 @@ def test_cliques_drop_tables_inside_others():
 
 
 @pytest.mark.parametrize("budget, kwargs, says", [
-    (ek.ZCDP(1), {}, "PureDP"),
+    (ek.PureDP(1), {"selection_share": ek.PureDP("1/2")}, "selection_share is a share of the budget"),
     (ek.PureDP(1), {"selection_share": 1}, "strictly between 0 and 1"),
     (ek.PureDP(1), {"selection_share": "x"}, "strictly between 0 and 1"),
     (ek.PureDP(1), {"degree": -1}, "degree"),

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.privacy import ZCDP
 from ektelo_ng.operators.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
 from ektelo_ng.operators.matrices import Prefix
 from ektelo_ng.operators import algebra
@@ -36,6 +37,9 @@ from ektelo_ng.operators.selection.query_smasher.select import _dense_gram
 from ektelo_ng.operators.selection.query_smasher.solutions import KronSolution
 from ektelo_ng.operators.selection.query_smasher.wff import FourierSolution, fourier_weights
 from ektelo_ng.operators.selection.residual_planner import residual_planner
+
+UNIT = ZCDP("1/2")  # pcost 1: the strategy's own figures
+NOISELESS = ZCDP(5 * 10**17)  # pcost 1e18
 
 
 # ---------------------------------------------------------------------------------------
@@ -322,14 +326,11 @@ def test_fourier_weights_and_strategy_against_explicit_fourier_matrices():
 def test_privacy_cost_by_brute_force(solver):
     rng = np.random.default_rng(7)
     workload = mixed_workload(rng)
-    for budget in (None, 0.3):
-        strategy = query_smasher([3, 4, 2], workload, solver=solver, budget=budget)
-        b, noise = stacked(strategy)
-        pcost = np.max(np.diag(b.T @ (b / noise[:, None])))
-        target = 1.0 if budget is None else budget
-        assert pcost <= target * (1 + 1e-9)
-        assert strategy.pcost() == pytest.approx(target, rel=1e-12)
-        assert sum(strategy.allocation().values()) == pytest.approx(target, rel=1e-12)
+    strategy = query_smasher([3, 4, 2], workload, solver=solver)  # at unit noise: pcost 1
+    b, noise = stacked(strategy)
+    pcost = np.max(np.diag(b.T @ (b / noise[:, None])))
+    assert pcost <= 1 + 1e-9
+    assert sum(strategy.allocation().values()) == pytest.approx(1.0, rel=1e-12)
 
 
 @pytest.mark.parametrize("solver", ["exact", "wff", "residual"])
@@ -367,7 +368,7 @@ def test_empirical_variance_matches_the_prediction():
     x = rng.poisson(5.0, size=sizes).astype(float)
     truth = full_queries(sizes, workload) @ x.ravel()
     trials = 1500
-    errors = np.array([strategy.simulate(x, strategy.budget, rng).answers() - truth for _ in range(trials)])
+    errors = np.array([strategy.simulate(x, UNIT, rng).answers() - truth for _ in range(trials)])
     predicted = strategy.variance()
     m = len(predicted)
     alpha = 1e-6 / m
@@ -382,17 +383,17 @@ def test_reconstruction_is_exact_without_noise_and_gives_consistent_marginals():
     rng = np.random.default_rng(10)
     sizes = (3, 4, 2)
     workload = mixed_workload(rng)
-    strategy = query_smasher(sizes, workload, budget=1e18)
+    strategy = query_smasher(sizes, workload)
     x = rng.poisson(5.0, size=sizes).astype(float)
-    result = strategy.simulate(x, strategy.budget, rng)
+    result = strategy.simulate(x, NOISELESS, rng)
     np.testing.assert_allclose(result.answers(), full_queries(sizes, workload) @ x.ravel(), atol=1e-6)
     np.testing.assert_allclose(result.answers(2), AllRange(3).dense() @ x.sum(axis=(1, 2)), atol=1e-6)
     np.testing.assert_allclose(result.marginal((0, 1)), x.sum(axis=2), atol=1e-6)
     np.testing.assert_allclose(result.marginal(()), x.sum(), atol=1e-6)
     # a rank-deficient subworkload (2-D affine alone) answers its queries but not the marginal
-    affine = query_smasher([4, 4], [((0, 1), affine_queries(4, 4))], budget=1e18)
+    affine = query_smasher([4, 4], [((0, 1), affine_queries(4, 4))])
     y = rng.poisson(5.0, size=(4, 4)).astype(float)
-    estimate = affine.simulate(y, affine.budget, rng)
+    estimate = affine.simulate(y, NOISELESS, rng)
     np.testing.assert_allclose(estimate.answers(), affine_queries(4, 4).array @ y.ravel(), atol=1e-6)
     with pytest.raises(ValueError, match="does not determine"):
         estimate.marginal((0, 1))
@@ -412,9 +413,9 @@ def test_strategy_matrices_and_scaling():
     expected = np.kron(g.parts[0][1].dense(), g.parts[1][1].dense()) @ np.eye(24)[perm]
     np.testing.assert_allclose(g.matrix().dense(), expected, atol=1e-12)
     np.testing.assert_allclose(g.dense(), expected, atol=1e-12)
-    doubled = strategy.scaled(2.0)
+    doubled = strategy.at(ZCDP(1))  # pcost 2
     assert doubled.expected_error() == pytest.approx(strategy.expected_error() / 2)
-    assert doubled.noise_scales() == pytest.approx(strategy.noise_scales(2.0))
+    np.testing.assert_allclose(doubled.variances(), strategy.variances() / 2)
     lower, upper = strategy.error_bounds()
     assert lower <= upper <= lower * (1 + 1e-7)
     with pytest.raises(ValueError, match="certificate"):

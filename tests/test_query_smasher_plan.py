@@ -104,7 +104,7 @@ def check_host_requests(strategy, max_cells=10_000):
       ((1, 2), Kronecker([Prefix(3), Prefix(2)]))]),
 ])
 def test_host_requests_have_the_planned_sensitivity_and_measure_each_set_on_its_marginal(domain, workload):
-    hosts = check_host_requests(select(domain, workload, budget=1.0))
+    hosts = check_host_requests(select(domain, workload))
     assert max(len(h.attributes) for h in hosts) == min(3, len(domain) - 1)
 
 
@@ -151,7 +151,7 @@ def test_answers_and_variances_agree_with_the_strategys_numpy_simulation(monkeyp
     for host, scale in zip(measured_hosts(result.strategy), scales, strict=True):
         for a in host.residuals:
             assert result.noise_scales[a] == scale**2 * result.strategy.noise_scales()[a]
-    reference = select(domain, WORKLOAD).scaled(ek.ZCDP("1/2")).variance()
+    reference = select(domain, WORKLOAD).at(ek.ZCDP("1/2")).variances()
     ratio = result.variance() / reference
     assert np.all(ratio >= 1.0) and np.all(ratio <= (1 + 2.0**-10) ** 2 * (1 + 2.0**-18))  # noise only rounds up
     planned = result.strategy.noise_scales()
@@ -229,7 +229,7 @@ def test_host_requests_measure_exactly_the_plan_on_random_workloads(case):
 # ------------------------------------------------------------------ errors
 def test_a_pure_dp_budget_is_refused_with_what_to_do():
     session = ek.protect(data(), ek.Domain.from_dict(SIZES), ek.PureDP(1))
-    with pytest.raises(ValueError, match=r"zCDP: give a ZCDP budget.*rho = epsilon\^2 / 2"):
+    with pytest.raises(ValueError, match=r"cannot satisfy pure epsilon-DP: give ek.ZCDP\(rho\).*rho = epsilon\^2 / 2"):
         query_smasher(session.source, WORKLOAD, ek.PureDP(1))
     assert session.budget.spent == ek.PureDP.zero()
 

@@ -11,6 +11,7 @@ import scipy.linalg
 import scipy.optimize
 
 from ektelo_ng.kernel.domain import Domain
+from ektelo_ng.kernel.privacy import ZCDP
 from ektelo_ng.operators.residual import (
     ResidualReconstruction,
     SubsetFamily,
@@ -21,7 +22,6 @@ from ektelo_ng.operators.residual import (
 )
 from ektelo_ng.operators.selection.residual_planner import (
     ResidualProblem,
-    as_pcost,
     residual_planner,
     solve_max_variance,
 )
@@ -162,7 +162,7 @@ def test_real_dataset_tables_15_to_21(name):
 
 
 def test_appendix_c1_all_marginals_of_five_ternary_attributes():
-    strategy = residual_planner([3] * 5, upto(5, 5), loss="max", budget=1.0)
+    strategy = residual_planner([3] * 5, upto(5, 5), loss="max")
     np.testing.assert_allclose(strategy.workload_variances(), 7.59375, rtol=1e-9)
     expected = [7.594, 10.125, 13.5, 18, 24, 32]
     for a, s in strategy.noise_scales().items():
@@ -364,31 +364,26 @@ def test_strategy_figures_and_scaling():
     with pytest.raises(KeyError):
         strategy.variance(("a", "c"))
 
-    four = strategy.scaled(4.0)
-    assert four.budget == 4.0 and four.pcost() == pytest.approx(4.0)
-    np.testing.assert_allclose(four.workload_variances(), variances / 4)
+    four = strategy.at(ZCDP(2))  # pcost 4
+    np.testing.assert_allclose(four.variances(), strategy.variances() / 4)
     assert four.expected_error() == pytest.approx(strategy.expected_error() / 4)
-    halved = strategy.noise_scales(pcost=2.0)
-    for a, s in strategy.noise_scales().items():
-        assert halved[a] == pytest.approx(s / 2)
-        assert four.noise_scales()[a] == pytest.approx(s / 4)
-    budgeted = residual_planner(domain, [("a", "b"), ("c",), ("b", "c")], budget=4.0)
-    np.testing.assert_allclose(budgeted.workload_variances(), variances / 4)
+    assert four.max_variance() == pytest.approx(strategy.max_variance() / 4)
 
 
-def test_budget_conversions():
+def test_budgets_at_which_the_strategy_is_read():
     from ektelo_ng.kernel.privacy import ZCDP, PureDP
+    from ektelo_ng.operators.budget import ApproxDP
+    from ektelo_ng.operators.privacy import zcdp_for_approx_dp
 
-    assert as_pcost(0.3) == 0.3
-    assert as_pcost(ZCDP(0.25)) == pytest.approx(0.5)
-    assert as_pcost((1.0, 1e-6)) == pytest.approx(0.05603, abs=1e-5)
-    for bad in (0, -1.0, float("nan"), float("inf"), "1", True):
-        with pytest.raises(ValueError):
-            as_pcost(bad)
+    strategy = residual_planner([3, 3], [(0, 1)])
+    assert strategy.at(ZCDP(0.25)).factor == pytest.approx(2.0)  # pcost 0.5
+    rho = float(zcdp_for_approx_dp(1.0, 1e-6).rho)
+    assert strategy.at(ApproxDP(1.0, 1e-6)).factor == pytest.approx(1 / (2 * rho))
+    for bad in (0.3, 1, (1.0, 1e-6), "1", True):
+        with pytest.raises(ValueError, match="not a budget|bare pair"):
+            strategy.at(bad)
     with pytest.raises(ValueError, match="pure"):
-        as_pcost(PureDP(1))
-    strategy = residual_planner([3, 3], [(0, 1)], budget=ZCDP(2))
-    assert strategy.pcost() == pytest.approx(4.0)
+        strategy.at(PureDP(1))
 
 
 def reconstruction(strategy, omegas):

@@ -58,7 +58,8 @@ def test_empirical_variance_matches_the_prediction():
     session = ek.protect(columns, domain, ek.ZCDP(runs), seed=2)
     errors = np.array([(residual_planner(session.source, WORKLOAD, ek.ZCDP(1)).marginal((1, 2)) - truth).ravel()
                        for _ in range(runs)])
-    covariance = select(domain, WORKLOAD, budget=ek.ZCDP(1)).covariance((1, 2))
+    strategy = select(domain, WORKLOAD)
+    covariance = strategy.covariance((1, 2)) * strategy.at(ek.ZCDP(1)).factor  # unit noise, then at rho = 1
     rank = np.linalg.matrix_rank(covariance)
     distances = np.einsum("ri,ij,rj->", errors, np.linalg.pinv(covariance), errors)
     assert np.abs(errors.mean(axis=0)).max() < 5 * np.sqrt(np.diag(covariance).max() / runs)  # unbiased
@@ -189,7 +190,7 @@ def test_batched_counting_and_measuring_put_every_residual_in_its_place(monkeypa
     columns = {name: rng.integers(0, n, 300) for name, n in sizes.items()}
     domain, rho = ek.Domain.from_dict(sizes), Fraction(10**12)
     session = ek.protect(columns, domain, ek.ZCDP(rho), seed=3)
-    strategy = select(domain, [(0, 1, 2), (1, 2, 3), (0, 3), (2,)], budget=ek.ZCDP(rho))
+    strategy = select(domain, [(0, 1, 2), (1, 2, 3), (0, 3), (2,)])
     family = SubsetFamily.closure(strategy.workload, len(sizes))
     hosts = plan_hosts(domain.sizes, family, max_cells=24)
     assert len({planner.host_pattern(domain.sizes, h, {a: 1.0 for a in family.sets}) for h in hosts}) > 1
@@ -201,7 +202,8 @@ def test_batched_counting_and_measuring_put_every_residual_in_its_place(monkeypa
     assert sum(len(e["attributes"]) for e in entries if e["op"] == "vectorize_many") == len(hosts)
     batches = [e for e in entries if e["op"] == "gaussian_batch"]
     assert len(batches) > 1 and sum(len(e["items"]) for e in batches) == len(hosts)
-    names, planned = list(sizes), strategy.noise_scales()
+    factor = strategy.at(ek.ZCDP(rho)).factor  # from unit noise to the budget spent
+    names, planned = list(sizes), {a: s * factor for a, s in strategy.noise_scales().items()}
     for a in family.sets:
         marginal = np.zeros([domain.sizes[i] for i in a])
         if a:

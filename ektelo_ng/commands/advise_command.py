@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 
 from ektelo_ng.figures import pyplot
-from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
+from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, MARGINALS_HELP, parse_budget, parse_domain
 from ektelo_ng.kernel.privacy import PureDP, ZCDP
 from ektelo_ng.operators.advice import Advice, advise
 from ektelo_ng.operators.advice.advise import DEFAULT_MAX_CELLS
 from ektelo_ng.operators.advice.evidence import shape_labels
-from ektelo_ng.workload_spec import FILE_HELP, HELP, domain_of, parse_workload, read_workload_file
+from ektelo_ng.workload_spec import FILE_HELP, HELP, domain_of, parse_workload_option, read_workload_file
 
 #: Curves drawn in the --plot figure (the best of each selector family and noise).
 PLOTTED = 7
@@ -38,8 +38,10 @@ def register(subcommands) -> None:
         epilog="example: ektelo-ng advise --workload prefix:1024 --budget rho=0.5 --scale 100000 --out strategy.json",
     )
     parser.add_argument("--workload", default="allrange:256",
-                        help=f"{HELP}; or {FILE_HELP} (default allrange:256)")
-    parser.add_argument("--domain", help=f"names for a shorthand workload's attributes: {DOMAIN_HELP}")
+                        help=f"{HELP}; with --domain, also its marginals: {MARGINALS_HELP}; or {FILE_HELP} "
+                             "(default allrange:256)")
+    parser.add_argument("--domain", help=f"the attributes a workload is over (kway:K, upto:K, attribute sets), or "
+                        f"names for a shorthand workload's: {DOMAIN_HELP}")
     parser.add_argument("--budget", default="epsilon=1", help=f"{BUDGET_HELP} (default epsilon=1)")
     parser.add_argument("--noise", choices=["laplace", "gaussian"],
                         help="only Laplace or only Gaussian strategies (default: all the budget allows)")
@@ -63,7 +65,7 @@ def register(subcommands) -> None:
 
 
 def _workload(args: argparse.Namespace):
-    """(domain, workload, weights) from a workload file or a shorthand (named by --domain if given)."""
+    """(domain, workload, weights) from a workload file, or from a shorthand or marginals over --domain if given."""
     path = Path(args.workload)
     if path.suffix in (".json", ".yaml", ".yml") or path.is_file():
         if not path.is_file():
@@ -71,22 +73,11 @@ def _workload(args: argparse.Namespace):
         if args.domain:
             raise ValueError("--domain names a shorthand workload's attributes; a workload file has its own domain")
         return read_workload_file(path)
-    W = parse_workload(args.workload)
-    domain = domain_of(W)
-    if args.domain:
-        named = parse_domain(args.domain)
-        if named.sizes != domain.sizes:
-            raise ValueError(f"--domain has sizes {named.sizes} but the workload {args.workload} is over {domain.sizes}")
-        domain = named
-    return domain, W, None
-
-
-def _budget(text: str):
-    """The budget as ``advise`` takes it: an (epsilon, delta) one stays a pair, so the advice states its conversion
-    to the zCDP budget the kernel accounts."""
-    budget = parse_budget(text)  # checks the text
-    fields = dict(part.split("=", 1) for part in text.replace(" ", "").split(","))
-    return (float(fields.get("epsilon", fields.get("eps"))), float(fields["delta"])) if "delta" in fields else budget
+    named = parse_domain(args.domain) if args.domain else None
+    W = parse_workload_option(args.workload, named)
+    if named is not None and (sizes := domain_of(W).sizes) != named.sizes:  # advice is for the named cells
+        raise ValueError(f"--domain has sizes {named.sizes} but the workload {args.workload} is over {sizes}")
+    return named or domain_of(W), W, None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         if path is not None and not path.parent.is_dir():
             raise FileNotFoundError(f"cannot write {path}: the folder {path.parent} does not exist")
     domain, workload, weights = _workload(args)
-    budget = _budget(args.budget)
+    budget = parse_budget(args.budget)
     progress = _Progress(enabled=not args.no_progress and not args.json)
     try:
         advice = advise(domain, workload, budget, noise=args.noise, time_limit=args.time_limit,

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         session = protect({"income": values}, domain, PureDP(epsilon), seed=args.seed)
         start = time.perf_counter()
-        estimate = entry.plan(session.source, W, epsilon, **entry.defaults)
+        estimate = entry.plan(session.source, W, PureDP(epsilon), **entry.defaults)
         seconds = time.perf_counter() - start
         expected = entry.strategy((args.cells,), W).rmse(W) / float(epsilon) if entry.strategy else None
         found = estimate.intervals(sampled, 0.95)

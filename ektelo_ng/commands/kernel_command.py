@@ -8,6 +8,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from ektelo_ng.operators.budget import accounted
 from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain, show_budget
 from ektelo_ng.session import BACKENDS, open_table
 from ektelo_ng.gateway.audit import QUOTA, AuditLog, read_audit
@@ -128,7 +129,7 @@ def register(subcommands) -> None:
 
 
 def run_init(args: argparse.Namespace) -> int:
-    directory = init_service(args.dir, parse_budget(args.budget), hosts=args.host, tls=not args.no_tls)
+    directory = init_service(args.dir, accounted(parse_budget(args.budget)), hosts=args.host, tls=not args.no_tls)
     print(f"created {directory.path}: ledger {directory.ledger_path.name}"
           + ("" if args.no_tls else ", TLS certificates in tls/") + "; next: ektelo-ng kernel analysts add NAME "
           f"--budget ... --dir {directory.path}")
@@ -139,7 +140,7 @@ def run_analysts(args: argparse.Namespace) -> int:
     directory = ServiceDirectory(args.dir)
     if args.which == "add":
         ledger = directory.ledger()
-        share = parse_budget(args.budget)
+        share = accounted(parse_budget(args.budget))
         if share.kind != ledger.total.kind:
             raise ValueError(f"the table's budget is {ledger.total.kind}: give the share as " + (
                 "epsilon=VALUE" if ledger.total.kind == "pure" else "rho=VALUE or epsilon=E,delta=D"))

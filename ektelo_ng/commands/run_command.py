@@ -12,26 +12,31 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import selectors
 import socket
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
+import networkx as nx
 import numpy as np
 
 from ektelo_ng.figures import pyplot
 from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
 from ektelo_ng.gateway.wire import read_frame, write_frame
+from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.limits import Limits
 from ektelo_ng.kernel.service import Kernel
 from ektelo_ng.session import BACKENDS, check_writable, connect, open_table, protect, write_columns
-from ektelo_ng.kernel.privacy import PureDP, ZCDP
+from ektelo_ng.operators.budget import Budget, accounted
+from ektelo_ng.operators.matrices import Marginals
 from ektelo_ng.operators.matrix import Identity
 from ektelo_ng.operators.client import Session
 from ektelo_ng.operators.estimate import Estimate, VectorEstimate
-from ektelo_ng.workload_spec import HELP, parse_workload
+from ektelo_ng.workload_spec import OVER_DOMAIN_HELP, parse_workload_option
 
 
 def register(subcommands) -> None:
@@ -58,7 +63,8 @@ def register(subcommands) -> None:
     parser.add_argument("--in-process", action="store_true",
                         help="load the table into this process (faster start; only for plans you trust)")
     parser.add_argument("--budget", required=True, help=BUDGET_HELP)
-    parser.add_argument("--workload", help=f"optional {HELP}; default: the plan's own workload, or every cell")
+    parser.add_argument("--workload", help=f"optional workload: {OVER_DOMAIN_HELP}; default: the plan's own "
+                        "workload, or every cell")
     parser.add_argument("--level", type=float, default=0.95,
                         help="confidence level of the intervals (default 0.95)")
     parser.add_argument("--seed", type=int, help="reproducible (non-secure) noise, flagged in every answer")
@@ -125,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
     budget = parse_budget(args.budget)
     if not (args.connect or args.credential or (args.table and args.domain)):
         raise ValueError("give --table and --domain, or --connect ADDRESS with --credential FILE")
+    if args.workload and args.domain:  # refused before the table is read (a served table's domain: by the plan's run)
+        parse_workload_option(args.workload, parse_domain(args.domain))
     if args.in_process:  # one process: the plan is trusted with the kernel and with the report
         plan = load_plan(args.plan, args.domain)  # (saved advice is checked before the table is read)
         session = (connect(args.connect, credential=args.credential) if args.connect or args.credential else
@@ -139,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
     if args.connect or args.credential:
         transport = connect(args.connect, credential=args.credential).transport
     else:
-        kernel = Kernel(open_table(args.table, parse_domain(args.domain), args.backend), budget, seed=args.seed)
+        kernel = Kernel(open_table(args.table, parse_domain(args.domain), args.backend), accounted(budget),
+                        seed=args.seed)
         transport = kernel.handle_json
     code = run_child(args, transport)
     report_kernel(args, Session(transport))
@@ -197,13 +206,13 @@ PLAN_OPTIONS = ("plan", "domain", "budget", "workload", "level", "seed", "out", 
 """What the plan's process is told: its plan and outputs, never the table, the kernel's options or a ledger."""
 
 
-def run_plan(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Session) -> int:
+def run_plan(args: argparse.Namespace, plan, budget: Budget, session: Session) -> int:
     """Run ``plan`` on the session and write what it estimated: its answers (printed, and to --out), synthetic
     records and the fit's plot. What the kernel spent is reported by ``report_kernel``, from the kernel's side."""
-    workload = parse_workload(args.workload) if args.workload else None
-    if workload is None and not args.plan.is_file() and _vector_plan(str(args.plan)):  # every cell by default
-        workload = Identity(int(np.prod(session.source.domain.sizes)))
+    workload = plan_workload(args, session.source.domain)
     estimate = plan(session.source, workload, budget)
+    if _catalog_name(args) in QUERIES_ON_MARGINALS:  # its own queries: answered with their variances
+        workload = None
     if not isinstance(estimate, Estimate):
         estimate = VectorEstimate(np.asarray(getattr(estimate, "x", estimate), dtype=float),
                                   note="the plan returned a bare array: no error bars")
@@ -233,6 +242,22 @@ def run_plan(args: argparse.Namespace, plan, budget: PureDP | ZCDP, session: Ses
     return 0
 
 
+QUERIES_ON_MARGINALS = ("QuerySmasher",)
+"""Catalog plans whose workload is ``[(attributes, queries)]`` pairs, not a matrix or attribute sets."""
+
+
+def plan_workload(args: argparse.Namespace, domain: Domain):
+    """The workload the plan is given: --workload read over the table's ``domain`` (marginals as their matrix over
+    the data vector, which the marginal plans read as attribute sets; as ``[(attributes, identity)]`` for the plans
+    of queries on marginals); without it, every cell for a vector plan of the catalog, else None (the plan's own)."""
+    if not args.workload:
+        return Identity(domain.size) if _vector_plan(_catalog_name(args)) else None
+    workload = parse_workload_option(args.workload, domain)
+    if _catalog_name(args) in QUERIES_ON_MARGINALS and isinstance(workload, Marginals):
+        return [(subset, Identity(math.prod(domain.sizes[a] for a in subset))) for subset in workload.subsets]
+    return workload
+
+
 REPORT = "-- from the kernel, not the plan --"
 """The header of what ``run`` reports from the kernel's side, printed after the plan has finished."""
 
@@ -250,15 +275,63 @@ def report_kernel(args: argparse.Namespace, session: Session) -> None:
               "the seed")
     else:
         print("noise: secure (the operating system's random source)")
-    print("lineage: " + " -> ".join(f"{d['op']}(x{d['stability']})" for d in derivations))
+    tree = lineage_tree(lineage)
+    print("\n".join(["lineage: table" + ("" if tree else " (nothing derived)"), *map(_tree_line, tree)]))
     if args.out and args.out.suffix != ".csv" and args.out.is_file():
         report = json.loads(args.out.read_text())
         report.update(budget_total=str(status.total.value), budget_spent=str(status.spent.value),
                       budget_kind=status.total.kind, seeded=status.seeded,
-                      lineage={"sources": lineage.number_of_nodes(), "derivations": derivations})
+                      lineage={"sources": lineage.number_of_nodes(), "derivations": derivations, "tree": tree})
         args.out.write_text(json.dumps(report, indent=2))
     if args.out:
         print(f"saved {args.out}")
+
+
+def lineage_tree(graph: nx.DiGraph) -> list[dict]:
+    """What the plan derived, as a tree in pre-order: one ``{depth, op, stability, count}`` per group of identical
+    siblings (same operation and stability, and identical derivations below them), so that 42 vectorizations of
+    the table read as one line, not a 42-step chain. Built without recursion: a lineage may be thousands deep."""
+    shapes = _shapes(graph)
+    roots = [node for node in graph if graph.in_degree(node) == 0]
+    stack = [(child, count, 1) for root in reversed(roots) for child, count in reversed(_groups(graph, root, shapes))]
+    tree = []
+    while stack:
+        node, count, depth = stack.pop()
+        edge = graph.edges[next(iter(graph.predecessors(node))), node]
+        tree.append({"depth": depth, "op": edge["op"], "stability": edge["stability"], "count": count})
+        stack += [(child, n, depth + 1) for child, n in reversed(_groups(graph, node, shapes))]
+    return tree
+
+
+def _shapes(graph: nx.DiGraph) -> dict[str, int]:
+    """Each source's derivation and everything below it as a number: equal numbers, identical subtrees."""
+    numbers: dict[tuple, int] = {}
+    shapes: dict[str, int] = {}
+    for node in nx.dfs_postorder_nodes(graph):  # children first (networkx walks with a stack, not recursion)
+        parents = list(graph.predecessors(node))
+        edge = graph.edges[parents[0], node] if parents else {}
+        below = tuple(sorted(Counter(shapes[child] for child in graph.successors(node)).items()))
+        shapes[node] = numbers.setdefault((edge.get("op"), edge.get("stability"), below), len(numbers))
+    return shapes
+
+
+def _groups(graph: nx.DiGraph, node: str, shapes: dict[str, int]) -> list[tuple[str, int]]:
+    """``node``'s children as (one of a group of identical siblings, how many), in the order they were made."""
+    groups: dict[int, list] = {}
+    for child in graph.successors(node):
+        groups.setdefault(shapes[child], [child, 0])[1] += 1
+    return [(child, count) for child, count in groups.values()]
+
+
+_DEEPEST_INDENT = 12
+"""Levels of indentation in the printed lineage; a deeper line shows its depth as a number instead."""
+
+
+def _tree_line(group: dict) -> str:
+    """One printed line of the lineage tree: ``vectorize(x1) x42``, indented by its depth."""
+    depth = group["depth"]
+    where = "  " * min(depth, _DEEPEST_INDENT) + (f"[depth {depth}] " if depth > _DEEPEST_INDENT else "")
+    return f"{where}{group['op']}(x{group['stability']})" + (f" x{group['count']}" if group["count"] > 1 else "")
 
 
 class _FitProgress:
@@ -292,6 +365,11 @@ def _plot_history(estimate, path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def _catalog_name(args: argparse.Namespace) -> str:
+    """The plan's name in the catalog, or "" for a plan file (a script or a saved advice)."""
+    return "" if args.plan.is_file() else str(args.plan)
 
 
 def _vector_plan(name: str) -> bool:

@@ -9,7 +9,8 @@ from collections import defaultdict
 
 from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, MARGINALS_HELP, parse_budget, parse_domain, parse_marginals, show_budget
 from ektelo_ng.workload_spec import HELP, parse_workload
-from ektelo_ng.operators.selection.linear import noise_of, unit_scale
+from ektelo_ng.operators.budget import noise_of
+from ektelo_ng.operators.error import svd_bound
 from ektelo_ng.operators.selection.hdmm import hdmm
 from ektelo_ng.operators.selection.query_smasher import query_class_workload, query_smasher
 from ektelo_ng.operators.selection.residual_planner import residual_planner
@@ -76,15 +77,16 @@ def run_residual_planner(args: argparse.Namespace) -> int:
     domain, budget = parse_domain(args.domain), parse_budget(args.budget)
     marginals = parse_marginals(args.marginals, domain)
     start = time.perf_counter()
-    strategy = residual_planner(domain, marginals, loss=args.loss, budget=budget)
+    strategy = residual_planner(domain, marginals, loss=args.loss)
     seconds = time.perf_counter() - start
+    at = strategy.at(budget)
     by_size: dict[int, list[float]] = defaultdict(list)
     for subset, scale in strategy.noise_scales().items():
-        by_size[len(subset)].append(scale)
+        by_size[len(subset)].append(scale * at.factor)
     summary = {
         "selector": "residual-planner", "domain": dict(zip(domain.names, domain.sizes)), "budget": args.budget, "workload_marginals": len(strategy.workload),
-        "residual_sets": len(strategy.residual_sets), "loss": args.loss, "pcost": strategy.pcost(),
-        "rmse": strategy.rmse(), "max_variance": strategy.max_variance(), "seconds": round(seconds, 3),
+        "residual_sets": len(strategy.residual_sets), "loss": args.loss, "pcost": 1 / at.factor,
+        "rmse": at.rmse(), "max_variance": at.max_variance(), "seconds": round(seconds, 3),
         "noise_scales_by_set_size": {k: {"count": len(v), "min": min(v), "max": max(v)} for k, v in sorted(by_size.items())},
     }
     if args.json:
@@ -107,12 +109,12 @@ def run_hdmm(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     strategy = hdmm(W, noise=noise, restarts=args.restarts, seed=args.seed)
     seconds = time.perf_counter() - start
+    at = strategy.at(budget)
     summary = {
         "selector": "hdmm", "workload": args.workload, "queries": W.shape[0], "cells": W.shape[1],
         "noise": noise, "budget": args.budget, "optimizer": strategy.optimizer, "strategy_shape": list(strategy.matrix.shape),
-        "expected_error": strategy.expected_error() * unit_scale(budget),
-        "rmse": strategy.rmse() * unit_scale(budget) ** 0.5,
-        "svd_bound_rmse": (strategy.svd_bound() * unit_scale(budget) / W.shape[0]) ** 0.5, "seconds": round(seconds, 3),
+        "expected_error": at.expected_error(), "rmse": at.rmse(),
+        "svd_bound_rmse": (svd_bound(W, noise) * at.factor / W.shape[0]) ** 0.5, "seconds": round(seconds, 3),
     }
     if args.json:
         print(json.dumps(summary))
@@ -128,15 +130,16 @@ def run_query_smasher(args: argparse.Namespace) -> int:
     ways = tuple(int(w) for w in args.ways.split(","))
     queries = query_class_workload(list(domain.sizes), args.queries, ways=ways)
     start = time.perf_counter()
-    strategy = query_smasher(list(domain.sizes), queries, solver=args.solver, budget=budget)
+    strategy = query_smasher(list(domain.sizes), queries, solver=args.solver)
     seconds = time.perf_counter() - start
+    at = strategy.at(budget)
     losses, shares = strategy.subworkload_losses(), strategy.allocation()
     by_size: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for subset, loss in losses.items():
         by_size[len(subset)].append((loss, shares[subset]))
     summary = {
         "selector": "query-smasher", "domain": dict(zip(domain.names, domain.sizes)), "budget": args.budget, "queries": args.queries, "ways": list(ways),
-        "solver": args.solver, "residual_sets": len(losses), "rmse": strategy.rmse(), "seconds": round(seconds, 3),
+        "solver": args.solver, "residual_sets": len(losses), "rmse": at.rmse(), "seconds": round(seconds, 3),
         "by_set_size": {k: {"count": len(v), "total_loss": sum(l for l, _ in v), "pcost_share": sum(s for _, s in v)}
                         for k, v in sorted(by_size.items())},
     }

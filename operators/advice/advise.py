@@ -1,12 +1,12 @@
 """``advise``: run every applicable selector on a workload within a time limit, rank them, and pick.
 
 Errors are compared at the caller's budget, each selector spending all of it with the noise it adds
-(:func:`operators.privacy.noise_budget`): under pure DP only Laplace strategies apply; under zCDP the
-Gaussian ones spend rho and the Laplace ones epsilon = sqrt(2 rho) (an epsilon-DP mechanism is
-epsilon^2/2-zCDP), so every row is rho-zCDP. An (epsilon, delta) budget is first read as the largest rho
-whose zCDP implies it, as the kernel accounts it. For data-dependent plans the advice quotes the DPBench
-replay's measured errors (:mod:`.evidence`), and picks one only when it beats the best data-independent
-strategy on every replayed dataset.
+(:func:`operators.budget.for_noise`): under pure DP only Laplace strategies apply; under zCDP the Gaussian ones
+spend rho and the Laplace ones epsilon = sqrt(2 rho) (an epsilon-DP mechanism is epsilon^2/2-zCDP), so every row is
+rho-zCDP. An ``ApproxDP(epsilon, delta)`` budget is first read as the largest rho whose zCDP implies it, by the one
+rule the kernel and every plan use (``operators.budget``). For data-dependent plans the advice quotes the DPBench
+replay's measured errors (:mod:`.evidence`), and picks one only when it beats the best data-independent strategy on
+every replayed dataset.
 """
 
 from __future__ import annotations
@@ -16,24 +16,21 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import Literal
 
 from ...kernel.privacy import PureDP, ZCDP
 from ..domains import DomainLike
-from ..privacy import noise_budget, zcdp_for_approx_dp
-from ..selection.linear import as_budget as as_pure_or_zcdp, unit_scale
+from ..budget import ApproxDP, Budget, as_budget, for_noise, variance_factor
 from ..selection.strategy import Noise, Strategy
 from . import evidence
 from .candidates import (
-    MAX_RESTARTS, Candidate, Cost, Evaluation, candidates, evaluate, hold, max_variance, svd_bound, whole_number,
+    MAX_RESTARTS, Candidate, Cost, Evaluation, candidates, evaluate, hold, max_variance, held_svd_bound, whole_number,
 )
 from .deadline import Worker, default_memory_limit
 from .workload import QueryWorkload, WorkloadLike
 
 Objective = Literal["rmse", "max_variance"]
-BudgetLike = PureDP | ZCDP | float | int | Fraction | tuple[float, float]
 
 #: Rows whose objective agrees to this relative tolerance are ties, ranked by cost.
 TIE_RTOL = 1e-6
@@ -138,17 +135,18 @@ class Advice:
     def rmse_at(self, row: Row, budget: PureDP | ZCDP) -> float:
         """The row's RMSE at another budget of the same kind (error curves): exact for data-independent rows,
         the nearest replayed N x epsilon for evidence rows."""
-        spent = noise_budget(row.noise, budget)
+        spent = for_noise(budget, row.noise)
         if row.status == "evidence":
             identity = self._identity_rmse(spent)
             n_eps = self.settings["scale"] * float(spent.epsilon)
             found = evidence.evidence(row.evidence.dims, self.workload.cells, n_eps, self.settings["shape"])
             return identity * next(e.typical for e in found if e.algorithm == row.evidence.algorithm)
-        return row.rmse * math.sqrt(unit_scale(spent) / unit_scale(row.budget))
+        return row.rmse * math.sqrt(variance_factor(spent, row.noise) / variance_factor(row.budget, row.noise))
 
     def _identity_rmse(self, spent: PureDP) -> float:
         identity = next(r for r in self.rows if r.name == "Identity, laplace")
-        return identity.rmse * math.sqrt(unit_scale(spent) / unit_scale(identity.budget))
+        ratio = variance_factor(spent, "laplace") / variance_factor(identity.budget, "laplace")
+        return identity.rmse * math.sqrt(ratio)
 
     def save(self, path: str | Path) -> None:
         """Write the pick as a strategy file that ``ektelo-ng run`` and the Advised plan rebuild (:mod:`.recipe`)."""
@@ -157,24 +155,20 @@ class Advice:
         save(self, path)
 
 
-def as_budget(budget: BudgetLike) -> tuple[PureDP | ZCDP, list[str]]:
+def _accounted(budget: Budget) -> tuple[PureDP | ZCDP, list[str]]:
     """The budget as the kernel accounts it, and what was converted to get there."""
-    if isinstance(budget, (PureDP, ZCDP)):
-        return budget, []
-    if isinstance(budget, tuple):
-        if len(budget) != 2:
-            raise ValueError(f"a budget is PureDP, ZCDP, an epsilon or an (epsilon, delta) pair, got {budget!r}")
-        epsilon, delta = budget
-        rho = zcdp_for_approx_dp(epsilon, delta)
-        return rho, [f"(epsilon, delta) = ({epsilon:g}, {delta:g}) is read as rho = {float(rho.rho):.6g}: the largest "
-                     "rho whose zCDP implies it (operators.privacy.zcdp_for_approx_dp), as the kernel accounts it"]
-    return as_pure_or_zcdp(budget), []
+    given = as_budget(budget)
+    if not isinstance(given, ApproxDP):
+        return given, []
+    rho = given.zcdp()
+    return rho, [f"{given} is read as rho = {float(rho.rho):.6g}: the largest rho whose zCDP implies it "
+                 "(operators.budget), as the kernel and every plan account it"]
 
 
 def advise(
     domain: DomainLike,
     workload: WorkloadLike,
-    budget: BudgetLike,
+    budget: Budget,
     *,
     noise: Noise | None = None,
     time_limit: float = 60.0,
@@ -191,7 +185,7 @@ def advise(
 
     ``workload``: a matrix (or array) over every cell of ``domain`` or ``[(attributes, matrix)]`` queries on
     marginals, each matrix a kernel Matrix, an array or lists of rows (``weights``: one per item). ``budget``:
-    PureDP, ZCDP, an epsilon, or an (epsilon, delta) pair. ``noise``: only Laplace or only Gaussian strategies
+    ek.PureDP, ek.ZCDP or ek.ApproxDP (a bare number is refused). ``noise``: only Laplace or only Gaussian strategies
     (default: all the budget allows). ``time_limit``: seconds for the whole advice; a selector still running at
     its slot's end is stopped and listed as skipped. ``scale``: the table's public number of records, which
     brings in the DPBench evidence on data-dependent plans for 1-D and 2-D workloads (``shape``: restrict it to
@@ -201,7 +195,7 @@ def advise(
     """
     start = time.perf_counter()
     _check_settings(time_limit, objective, scale, shape, max_cells, seed, restarts)
-    budget, conversions = as_budget(budget)
+    budget, conversions = _accounted(budget)
     workload = QueryWorkload.of(domain, workload, weights)
     noises = _noises(noise, budget)
     conversions += _conversion_notes(budget, noises)
@@ -253,7 +247,7 @@ def _run(runnable: list[Candidate], workload: QueryWorkload, budget: PureDP | ZC
     jobs = [(c, evaluate, (c, seed, restarts)) for c in runnable]
     if workload.cells <= max_cells and workload.matrix is not None:  # a bound, not a choice (never embed a
         # workload too large to measure: 166,751 marginals on 100 attributes take 28 s and 420 MB pickled)
-        jobs += [(kind, svd_bound, (kind,)) for kind in noises]
+        jobs += [(kind, held_svd_bound, (kind,)) for kind in noises]
     found: dict[Candidate, Row] = {}
     svd_bounds: dict[str, float] = {}
     with Worker(default_memory_limit(), preload=(__name__,), setup=(hold, (workload,))) as worker:
@@ -267,10 +261,10 @@ def _run(runnable: list[Candidate], workload: QueryWorkload, budget: PureDP | ZC
                 found[job] = _row(job, outcome, budget)
                 if outcome.status == "ok":  # last of all: the max variances, once every selector had its turn
                     jobs.append((job, max_variance, (job,)))
-            elif function is svd_bound and outcome.status == "ok":
-                svd_bounds[job] = math.sqrt(outcome.value * unit_scale(noise_budget(job, budget)) / workload.num_queries)
+            elif function is held_svd_bound and outcome.status == "ok":
+                svd_bounds[job] = math.sqrt(outcome.value * variance_factor(budget, job) / workload.num_queries)
             elif function is max_variance and outcome.status == "ok" and outcome.value is not None:
-                found[job].max_variance = outcome.value * unit_scale(found[job].budget)
+                found[job].max_variance = outcome.value * variance_factor(budget, job.noise)
             k += 1
     return found, svd_bounds
 
@@ -280,7 +274,7 @@ def _noises(noise: Noise | None, budget: PureDP | ZCDP) -> tuple[Noise, ...]:
         return ("laplace",) if isinstance(budget, PureDP) else ("laplace", "gaussian")
     if noise not in ("laplace", "gaussian"):
         raise ValueError(f"noise must be 'laplace', 'gaussian' or None (both), got {noise!r}")
-    noise_budget(noise, budget)  # Gaussian under pure DP: refused here, with the reason
+    for_noise(budget, noise)  # Gaussian under pure DP: refused here, with the reason
     return (noise,)
 
 
@@ -290,7 +284,7 @@ def _conversion_notes(budget: PureDP | ZCDP, noises: tuple[Noise, ...]) -> list[
                 "epsilon-DP (give rho=... to compare them: an epsilon-DP mechanism is epsilon^2/2-zCDP)"]
     if "laplace" not in noises:
         return [f"Gaussian strategies spend rho = {float(budget.rho):.6g}"]
-    epsilon = float(noise_budget("laplace", budget).epsilon)
+    epsilon = float(for_noise(budget, "laplace").epsilon)
     return [f"Gaussian strategies spend rho = {float(budget.rho):.6g}; Laplace ones epsilon = sqrt(2 rho) = "
             f"{epsilon:.6g} (an epsilon-DP mechanism is epsilon^2/2-zCDP), so every row is rho-zCDP"]
 
@@ -313,9 +307,9 @@ def _row(candidate: Candidate, outcome, budget: PureDP | ZCDP) -> Row:
         return Row(candidate.name, candidate.family, candidate.noise, "skipped", outcome.reason,
                    seconds=outcome.seconds, candidate=candidate)
     found: Evaluation = outcome.value
-    spent = noise_budget(candidate.noise, budget)
-    return Row(candidate.name, candidate.family, candidate.noise, "ok", "", spent,
-               math.sqrt(found.expected_error * unit_scale(spent) / found.num_queries), None, found.seconds,
+    spent = for_noise(budget, candidate.noise)
+    rmse = math.sqrt(found.expected_error * variance_factor(spent, candidate.noise) / found.num_queries)
+    return Row(candidate.name, candidate.family, candidate.noise, "ok", "", spent, rmse, None, found.seconds,
                found.cost, candidate=candidate, strategy=found.strategy, upper_bound=found.upper_bound)
 
 
@@ -353,7 +347,7 @@ def _evidence_rows(rows: list[Row], workload: QueryWorkload, budget, scale: floa
     if len(workload.domain) > 2 or identity is None:
         return ["the DPBench evidence on data-dependent plans covers 1-D and 2-D workloads measured with Laplace "
                 "noise; it does not apply here"]
-    spent = noise_budget("laplace", budget)
+    spent = for_noise(budget, "laplace")
     found = evidence.evidence(len(workload.domain), workload.cells, scale * float(spent.epsilon), shape)
     if not found:
         return [f"the DPBench replay has no {len(workload.domain)}-D dataset of shape {shape!r}: no evidence on "

@@ -17,7 +17,9 @@ from decimal import Decimal
 from ..matrix import Identity, Kronecker
 from ..selection import classic
 from ..selection.hdmm.select import OPT0_MAX_CELLS, OPT_PLUS_MAX_PRODUCTS, OPTIMIZERS, default_optimizers
-from ..selection.hdmm.strategies import MAX_LATTICE_ATTRIBUTES, UnionStrategy, workload_svd_bound
+from ..error import svd_bound
+from ..selection.hdmm.marginals import MAX_LATTICE_ATTRIBUTES
+from ..selection.hdmm.strategies import UnionStrategy
 from ..selection.linear import LinearStrategy
 from ..selection.query_smasher import query_smasher
 from ..selection.query_smasher.hosts import measured_hosts
@@ -161,7 +163,7 @@ def select(candidate: Candidate, workload: QueryWorkload, *, seed: int = 0, rest
         subsets, weights = workload.marginals
         return residual_planner(workload.domain, subsets, loss=option, weights=weights)
     if family == "query-smasher":
-        return query_smasher(workload.domain, workload.queries, workload.weights, solver=option)
+        return query_smasher(workload.domain, workload.queries, weights=workload.weights, solver=option)
     raise ValueError(f"unknown selector family {family!r}")
 
 
@@ -202,9 +204,9 @@ def max_variance(candidate: Candidate) -> float | None:
     return _max_variance(_HELD[candidate], _HELD["workload"])
 
 
-def svd_bound(noise: Noise) -> float:
+def held_svd_bound(noise: Noise) -> float:
     """The SVD lower bound on the total squared error of any strategy at unit noise, for the held workload."""
-    return workload_svd_bound(_HELD["workload"].matrix, noise)
+    return svd_bound(_HELD["workload"].matrix, noise)
 
 
 def _max_variance(strategy: Strategy, workload: QueryWorkload) -> float | None:

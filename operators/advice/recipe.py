@@ -19,7 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ...kernel.privacy import Budget, PureDP, ZCDP
 from ..domains import DomainLike, as_domain
-from ..selection.linear import unit_scale
+from ..budget import variance_factor
 from ..selection.strategy import Strategy
 from . import evidence
 from .candidates import FAMILIES, MAX_RESTARTS, Candidate, select, whole_number
@@ -68,7 +68,7 @@ def save(advice, path: str | Path) -> None:
         c = row.candidate
         pick |= {"family": c.family, "option": c.option, "seed": advice.settings["seed"],
                  "restarts": advice.settings["restarts"],
-                 "unit_error": row.rmse**2 * advice.workload.num_queries / unit_scale(row.budget)}
+                 "unit_error": row.rmse**2 * advice.workload.num_queries / variance_factor(row.budget, row.noise)}
     document = {"format": FORMAT, "version": VERSION, "pick": pick, "budget": advice.budget.model_dump(mode="json"),
                 "workload": advice.workload.to_dict(), "advice": advice.to_dict()}
     Path(path).write_text(json.dumps(document, indent=1))

@@ -19,11 +19,9 @@ Weight convention (one for every loss): the weight ``w_W`` of a workload margina
   variances of the workload marginals (in workload order): ``f(v) -> (value, gradient)``,
   minimised at pcost 1 with L-BFGS over ``log s``. Weights are not used (put them in ``f``).
 
-Budgets are in *pcost* (``rho``-zCDP with ``rho = pcost / 2``; ``mu``-GDP with
-``mu = sqrt(pcost)``): a float pcost, a ``kernel.privacy.ZCDP`` budget, or an
-``(epsilon, delta)`` pair (converted by ``operators.privacy.gaussian_pcost_for_approx_dp``). A
-strategy is at pcost 1 unless asked otherwise, and every figure it reports (error,
-variances, scales) is for its own pcost.
+Selection takes no budget: every figure a strategy reports (error, variances, scales) is at unit noise,
+pcost 1 (``rho``-zCDP with ``rho = pcost / 2 = 1/2``), and ``at(budget)`` gives them at a budget
+(``operators.budget``: a ``ZCDP``, or an ``ApproxDP`` read as the rho that implies it).
 """
 
 from __future__ import annotations
@@ -40,8 +38,8 @@ import scipy.optimize
 import scipy.sparse as sp
 
 from ...kernel.domain import Domain
-from .. import privacy
 from .. import measure
+from ..budget import Budget, for_noise
 from ..domains import DomainLike, as_domain
 from ..linalg import preconditioned_cg
 from ..marginal_estimate import MarginalEstimate
@@ -61,7 +59,6 @@ from .strategy import Strategy
 LossFunction = Callable[[np.ndarray], tuple[float, np.ndarray]]
 Loss = Union[Literal["sum", "max"], LossFunction]
 MarginalSpec = Union[Iterable[Union[str, int]], str, int]
-BudgetLike = Union[float, tuple[float, float], object]  # pcost, kernel.privacy.ZCDP, or (epsilon, delta)
 
 
 # ---------------------------------------------------------------------------------------
@@ -364,8 +361,8 @@ def _select_convex(problem: ResidualProblem, loss: LossFunction, start: np.ndarr
 class ResidualPlannerStrategy(Strategy):
     """The selected plan: a noise scale ``s_A`` for the residual of every closure set ``A``.
 
-    All figures are for this strategy's pcost (``.budget``; 1 unless scaled): measuring
-    ``R_A x + N(0, s_A Sigma_A)`` for every ``A`` costs exactly ``budget``.
+    All figures are at unit noise: measuring ``R_A x + N(0, s_A Sigma_A)`` for every ``A`` costs pcost 1
+    (rho = 1/2); at a budget of pcost ``c`` every variance is divided by ``c`` (``at``).
     """
 
     noise = "gaussian"
@@ -376,14 +373,12 @@ class ResidualPlannerStrategy(Strategy):
         weights: np.ndarray,
         scales: np.ndarray,
         loss: Loss,
-        budget: float = 1.0,
     ):
         self._problem = problem
         self.domain: Domain = problem.domain
         self.weights = weights
         self.loss = loss
-        self.budget = float(budget)
-        self._scales = scales  # at self.budget
+        self._scales = scales  # at pcost 1
 
     @property
     def workload(self) -> tuple[Subset, ...]:
@@ -423,24 +418,14 @@ class ResidualPlannerStrategy(Strategy):
         """The closure of the workload: every set whose residual is measured."""
         return self._problem.family.sets
 
-    def noise_scales(self, pcost: BudgetLike | None = None) -> dict[Subset, float]:
-        """``{A: s_A}``: the variance multiplier of ``M_A`` (noise ``N(0, s_A Sigma_A)``).
-
-        At this strategy's budget, or at ``pcost`` if given (scales are inversely
-        proportional to the budget).
-        """
-        factor = 1.0 if pcost is None else self.budget / as_pcost(pcost)
-        return dict(zip(self._problem.family.sets, (self._scales * factor).tolist()))
+    def noise_scales(self) -> dict[Subset, float]:
+        """``{A: s_A}`` at pcost 1: the variance multiplier of ``M_A`` (noise ``N(0, s_A Sigma_A)``), inversely
+        proportional to the budget."""
+        return dict(zip(self._problem.family.sets, self._scales.tolist()))
 
     def pcost(self) -> float:
-        """``sum_A p_A / s_A`` at the current scales (equals ``budget``)."""
+        """``sum_A p_A / s_A`` at these scales: 1, up to rounding (a check on the selection)."""
         return float(np.sum(self._problem.p / self._scales))
-
-    def scaled(self, budget: BudgetLike) -> ResidualPlannerStrategy:
-        """The same plan run at another budget: every variance scales by ``old / new`` pcost."""
-        budget = as_pcost(budget)
-        factor = self.budget / budget
-        return ResidualPlannerStrategy(self._problem, self.weights, self._scales * factor, self.loss, budget)
 
     # ---- one marginal ---------------------------------------------------------------
     def _locate(self, marginal: MarginalSpec) -> tuple[int, Subset]:
@@ -470,21 +455,20 @@ class ResidualPlannerStrategy(Strategy):
         """Per-cell variances of the workload marginals' cells at unit noise (pcost 1), in workload order
         (``W``: attribute sets of the closure instead)."""
         subsets = self.workload if W is None else [normalize_subset(self.domain, m) for m in W]
-        unit = self.scaled(1.0)
         cells = [math.prod(self.domain.sizes[i] for i in a) for a in subsets]
-        return np.repeat([unit.variance(a) for a in subsets], cells)
+        return np.repeat([self.variance(a) for a in subsets], cells)
 
     def hosts(self, max_host_cells: int = hosting.DEFAULT_HOST_CELLS) -> list[hosting.Host]:
         """The marginals the kernel vectorizes and the residuals each carries."""
         return hosting.plan_hosts(self.domain.sizes, self._problem.family, max_host_cells)
 
-    def measure(self, source, budget: privacy.ZCDP, *, max_host_cells: int = hosting.DEFAULT_HOST_CELLS) -> list:
+    def measure(self, source, budget: Budget, *, max_host_cells: int = hosting.DEFAULT_HOST_CELLS) -> list:
         """Count the host marginals of ``source`` (a table handle) and measure every residual on them with
         exactly ``budget``: one Gaussian Measurement per host, in host order."""
-        measure.require_table_and_zcdp(source, budget, "ResidualPlanner")
+        rho = measure.table_and_rho(source, budget, "ResidualPlanner")
         hosts = self.hosts(max_host_cells)
         vectors = hosting.count_hosts(source, hosts)
-        return hosting.measure_hosts(vectors, hosts, self.noise_scales(), self.domain.sizes, budget.rho)
+        return hosting.measure_hosts(vectors, hosts, self.noise_scales(), self.domain.sizes, rho)
 
     def reconstruct(self, measurements: Sequence) -> ResidualPlannerEstimate:
         """Every marginal of the closure (Algorithm 2) from this strategy's host measurements, with variances
@@ -493,13 +477,13 @@ class ResidualPlannerStrategy(Strategy):
         omegas, applied = hosting.decode(measurements, self._problem.family, self.noise_scales(), self.domain.sizes)
         return ResidualPlannerEstimate(self, omegas, applied, measurements)
 
-    def simulate(self, data, budget: BudgetLike, seed=None) -> ResidualPlannerEstimate:
+    def simulate(self, data, budget: Budget, seed=None) -> ResidualPlannerEstimate:
         """``measure`` and ``reconstruct`` with numpy noise at ``budget`` on ``data`` (the full data vector of a
         small domain, or a function giving the marginal tensor of sorted positions); never the kernel."""
         rng = np.random.default_rng(seed)
         full = None if callable(data) else np.asarray(data, dtype=np.float64).reshape(self.domain.sizes)
         weights = {a: 1.0 / math.sqrt(s) for a, s in self.noise_scales().items()}
-        sd = math.sqrt(self.budget / as_pcost(budget))  # every host's rows, as measure's rho split gives
+        sd = math.sqrt(1 / (2 * float(for_noise(budget, "gaussian").rho)))  # every host's rows, as measure's split
         measurements = []
         for host in self.hosts():
             h = host.attributes
@@ -584,36 +568,15 @@ class ResidualPlannerEstimate(ResidualReconstruction, MarginalEstimate):
         return list(self.strategy.workload)
 
 
-def as_pcost(budget: BudgetLike) -> float:
-    """A budget as a pcost: a positive number is a pcost already; ``ZCDP(rho)`` is ``2 rho``;
-    ``(epsilon, delta)`` is the largest pcost that is (epsilon, delta)-DP for Gaussian noise."""
-    if isinstance(budget, privacy.ZCDP):
-        return _positive(2 * float(budget.rho))
-    if isinstance(budget, privacy.PureDP):
-        raise ValueError("Gaussian noise cannot satisfy pure epsilon-DP; give a pcost, ZCDP or (epsilon, delta)")
-    if isinstance(budget, tuple) and len(budget) == 2:
-        return privacy.gaussian_pcost_for_approx_dp(*budget)
-    return _positive(budget)
-
-
-def _positive(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"a pcost budget must be a positive finite number, got {value!r}")
-    result = float(value)
-    if not result > 0 or not math.isfinite(result):
-        raise ValueError(f"a pcost budget must be a positive finite number, got {value!r}")
-    return result
-
-
 # ---------------------------------------------------------------------------------------
 # Entry point
 # ---------------------------------------------------------------------------------------
 def residual_planner(
     domain: DomainLike,
     marginals: Iterable[MarginalSpec],
+    *,
     loss: Loss = "sum",
     weights: Sequence[float] | np.ndarray | None = None,
-    budget: BudgetLike | None = None,
 ) -> ResidualPlannerStrategy:
     """Select the optimal residual measurements for a marginal workload.
 
@@ -621,8 +584,8 @@ def residual_planner(
     or positions; ``()`` is the total). ``loss``: ``"sum"`` (weighted total variance),
     ``"max"`` (weighted max cell variance) or a convex callable of the per-marginal cell
     variances returning ``(value, gradient)``. ``weights`` (positive, one per marginal)
-    multiply each marginal's cell variance in the loss. ``budget``: what to scale the plan to,
-    see :func:`as_pcost` (default pcost 1).
+    multiply each marginal's cell variance in the loss. The strategy is at unit noise (pcost 1);
+    ``.at(budget)`` gives its errors at a budget.
     """
     problem = ResidualProblem(as_domain(domain), marginals)
     k = len(problem.workload_ids)
@@ -644,5 +607,4 @@ def residual_planner(
         scales = _select_convex(problem, loss, _select_sum(problem, w))
     else:
         raise ValueError(f"loss must be 'sum', 'max' or a callable, got {loss!r}")
-    strategy = ResidualPlannerStrategy(problem, w, scales, loss)
-    return strategy if budget is None else strategy.scaled(budget)
+    return ResidualPlannerStrategy(problem, w, scales, loss)

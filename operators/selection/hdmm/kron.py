@@ -22,7 +22,8 @@ from ...matrix import Identity, Kronecker, Matrix
 from .blocks import AttributeBlocks
 from .gram import Gram, Term, product_terms
 from .opt0 import optimize_factor
-from .strategies import KroneckerStrategy, UnionStrategy, noise_constant
+from .strategies import KroneckerStrategy, UnionStrategy
+from ...error import noise_constant
 from ..strategy import Noise
 
 #: Block-coordinate passes over the attributes, and the relative improvement that ends them.
@@ -109,7 +110,7 @@ def opt_plus(
 
     ``groups`` lists product indices (in the order of W's blocks); default one group per product.
     """
-    constant = noise_constant(noise)
+    constant = noise_constant(noise)[0]
     rng = np.random.default_rng(seed)
     terms = product_terms(W)
     groups = [[j] for j in range(len(terms))] if groups is None else [list(g) for g in groups]

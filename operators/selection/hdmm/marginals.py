@@ -30,10 +30,13 @@ import numpy as np
 from scipy.optimize import Bounds, minimize
 
 from ....kernel.matrix.threads import single_threaded_blas
-from .gram import Gram, Term
+from .gram import Gram, Term, is_identity_or_total, product_terms
 from ..strategy import Noise
 
 MAXITER = 1000
+
+#: Lattices up to this many attributes get the closed-form marginal SVD bound.
+MAX_LATTICE_ATTRIBUTES = 26
 
 
 class Lattice:
@@ -165,7 +168,18 @@ def gaussian_closed_form(kappa_w: np.ndarray, lattice: Lattice) -> tuple[np.ndar
     return np.sqrt(np.maximum(squares, 0.0)), valid
 
 
-def svd_bound(kappa_w: np.ndarray, lattice: Lattice) -> float:
+def marginal_svdb(W) -> float | None:
+    """SVDB of a workload of identity and total blocks (a marginal workload) in closed form on any number of
+    cells (J Thm 12, corrected multiplicities), or None for other workloads."""
+    terms = product_terms(W)
+    d = len(terms[0][1])
+    if d > MAX_LATTICE_ATTRIBUTES or not all(is_identity_or_total(f) for _, fs in terms for f in fs):
+        return None
+    lattice = Lattice([f.shape[1] for f in terms[0][1]])
+    return lattice_svdb(lattice.Y(marginal_approximation(terms, lattice)), lattice)
+
+
+def lattice_svdb(kappa_w: np.ndarray, lattice: Lattice) -> float:
     """SVDB = (1/n) (sum_a mult(a) sqrt(kappa_w(a)))^2 (J Thm 12 with ERRATUM 2)."""
     n = math.prod(lattice.sizes)
     return float(np.sum(lattice.mult * np.sqrt(np.maximum(kappa_w, 0.0))) ** 2 / n)

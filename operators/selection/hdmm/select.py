@@ -13,13 +13,9 @@ from ...matrix import Identity, Matrix
 from . import marginals as marg
 from .gram import product_terms
 from .kron import opt_0, opt_kron, opt_plus
-from .strategies import (
-    MAX_LATTICE_ATTRIBUTES,
-    HDMMStrategy,
-    KroneckerStrategy,
-    MarginalStrategy,
-    noise_constant,
-)
+from .marginals import MAX_LATTICE_ATTRIBUTES
+from .strategies import HDMMStrategy, KroneckerStrategy, MarginalStrategy
+from ...error import noise_constant
 from ..strategy import Noise
 
 #: OPT_HDMM also runs OPT_0 on the whole (flattened) domain up to this many cells.
@@ -41,7 +37,7 @@ def opt_marginals(
     Gaussian starts from the closed form of J Thm 13 (already optimal when valid); Laplace
     also tries ``restarts`` random starts. Exact error for any conjunctive workload.
     """
-    constant = noise_constant(noise)
+    constant = noise_constant(noise)[0]
     terms = product_terms(W)
     lattice = marg.Lattice([f.shape[1] for f in terms[0][1]])
     if lattice.d > MAX_LATTICE_ATTRIBUTES:

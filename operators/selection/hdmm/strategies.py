@@ -21,41 +21,11 @@ from ...matrices import Marginals
 from ...algebra import pinv
 from . import marginals as marg
 from .blocks import AttributeBlocks
-from .gram import Term, is_identity_or_total, product_terms
+from .gram import Term
+from ...error import noise_constant
 from ...measurement import Measurement
 from ..linear import LinearStrategy
 from ..strategy import Noise
-
-#: Lattices up to this many attributes get the closed-form marginal SVD bound.
-MAX_LATTICE_ATTRIBUTES = 26
-
-
-def noise_constant(noise: Noise) -> float:
-    """Squared-error factor of unit noise: 2 for Laplace (eps = 1), 1 for Gaussian (sigma = 1)."""
-    if noise == "laplace":
-        return 2.0
-    if noise == "gaussian":
-        return 1.0
-    raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
-
-
-def workload_svd_bound(W: Matrix, noise: Noise) -> float:
-    """The SVD lower bound on expected_error in the same units (c_K * SVDB).
-
-    Workloads of identity and total blocks are marginal workloads: closed form (J Thm 12,
-    corrected multiplicities) on any number of cells; others go to operators.error.
-    """
-    terms = product_terms(W)
-    factors = [f for _, fs in terms for f in fs]
-    d = len(terms[0][1])
-    if all(is_identity_or_total(f) for f in factors) and d <= MAX_LATTICE_ATTRIBUTES:
-        lattice = marg.Lattice([f.shape[1] for f in terms[0][1]])
-        kappa_w = lattice.Y(marg.marginal_approximation(terms, lattice))
-        return noise_constant(noise) * marg.svd_bound(kappa_w, lattice)
-    from ...error import svd_bound  # late: operators.error imports operators.selection
-
-    return svd_bound(W, noise)
-
 
 class HDMMStrategy(LinearStrategy):
     """A selected strategy for a workload: ``matrix`` is sensitivity-normalized (||A||_K = 1).
@@ -72,10 +42,6 @@ class HDMMStrategy(LinearStrategy):
 
     def expected_error(self, W: Matrix | None = None) -> float:
         return self._error if W is None else super().expected_error(W)
-
-    def svd_bound(self) -> float:
-        """Lower bound on the expected error of any strategy for this workload (same units)."""
-        return workload_svd_bound(self.workload, self.noise)
 
     def _solve(self, measurements: list[Measurement]) -> np.ndarray:
         if len(measurements) == 1 and measurements[0].matrix is self.matrix:
@@ -101,7 +67,7 @@ class KroneckerStrategy(HDMMStrategy):
         blocks = AttributeBlocks(terms)
         errors = [blocks.errors(i, A, noise) for i, A in enumerate(self.factors)]
         weights2 = np.array([w * w for w, _ in terms])
-        error = noise_constant(noise) * float(weights2 @ np.prod(np.column_stack(errors), axis=1))
+        error = noise_constant(noise)[0] * float(weights2 @ np.prod(np.column_stack(errors), axis=1))
         matrix = self.factors[0] if len(self.factors) == 1 else Kronecker(self.factors)
         super().__init__(workload, matrix, noise, error, optimizer)
 

@@ -29,7 +29,6 @@ from .decompose import GramStore, QueryMatrix, as_entry, decompose
 from ....kernel.matrix.threads import single_threaded_blas
 from .select import Solver, select_solutions
 from .strategy import QueryReconstruction, QuerySmasherEstimate, QuerySmasherStrategy
-from ..residual_planner import BudgetLike
 
 __all__ = [
     "CLASSES", "QueryClass", "QueryReconstruction", "QuerySmasherEstimate", "QuerySmasherStrategy", "abs_queries", "affine_queries",
@@ -42,9 +41,8 @@ Weights = Union[float, Sequence[float], np.ndarray]
 def query_smasher(
     domain: DomainLike,
     queries: Iterable[tuple[Iterable[str | int] | str | int, QueryMatrix]],
-    weights: Sequence[Weights] | None = None,
-    budget: BudgetLike | None = None,
     *,
+    weights: Sequence[Weights] | None = None,
     solver: Solver = "exact",
     tol: float = 1e-8,
     workers: int | None = None,
@@ -56,8 +54,8 @@ def query_smasher(
     (Kronecker products, stacks and weights are recognised) or a dense array. ``weights``:
     one per item, a scalar or one per query; a weight multiplies its query's variance in the
     objective (default 1). ``solver``: ``"exact"`` (optimal, certified to relative ``tol``),
-    ``"wff"`` (Fourier basis) or ``"residual"`` (ResidualPlanner's basis). ``budget``: a pcost,
-    ``ZCDP`` or ``(epsilon, delta)`` (default pcost 1). ``workers``: processes for the exact
+    ``"wff"`` (Fourier basis) or ``"residual"`` (ResidualPlanner's basis). The strategy is at unit noise
+    (pcost 1); ``.at(budget)`` gives its errors at a budget. ``workers``: processes for the exact
     solves (default: 2 when there are many distinct solves, else serial).
     """
     domain = as_domain(domain)
@@ -72,5 +70,4 @@ def query_smasher(
     store = GramStore()
     with single_threaded_blas():  # small dense algebra throughout: threads only add synchronisation
         solutions = select_solutions(decompose(domain, entries, store), store, solver, tol, workers)
-    strategy = QuerySmasherStrategy(domain, entries, solutions, solver)
-    return strategy if budget is None else strategy.scaled(budget)
+    return QuerySmasherStrategy(domain, entries, solutions, solver)

@@ -28,7 +28,7 @@ from . import hosts as hosting
 from ..residual_hosts import count_hosts
 from .decompose import Entry, Subset, subqueries
 from .solutions import SubSolution
-from ..residual_planner import BudgetLike, as_pcost
+from ...budget import Budget, for_noise
 from ..strategy import Strategy
 
 #: Dense query rows materialised at once (float64 entries) when computing variances.
@@ -36,7 +36,7 @@ _CHUNK_ENTRIES = 1 << 22
 
 
 class QuerySmasherStrategy(Strategy):
-    """The selected plan; every figure is at this strategy's budget (pcost ``budget``, 1 by default)."""
+    """The selected plan; every figure is at unit noise (pcost 1, rho = 1/2); ``at(budget)`` for a budget."""
 
     noise = "gaussian"
 
@@ -46,15 +46,13 @@ class QuerySmasherStrategy(Strategy):
         entries: Sequence[Entry],
         solutions: Mapping[Subset, SubSolution],
         solver: str,
-        budget: float = 1.0,
     ):
         self.domain = domain
         self.entries = list(entries)
         self.solver = solver
-        self.budget = float(budget)
         self._solutions = dict(sorted(solutions.items(), key=lambda item: (len(item[0]), item[0])))
         roots = {a: math.sqrt(s.loss) for a, s in self._solutions.items()}
-        gamma = sum(roots.values()) / self.budget
+        gamma = sum(roots.values())  # at pcost 1
         self._sigma2 = {a: gamma / root for a, root in roots.items()}
         self._normalize = SubsetNormalizer(domain)
 
@@ -64,15 +62,15 @@ class QuerySmasherStrategy(Strategy):
         return sum(e.rows for e in self.entries)
 
     def expected_error(self) -> float:
-        """Weighted total variance ``sum_q w_q Var(q) = (sum sqrt(L_A'))^2 / budget``."""
-        return sum(math.sqrt(s.loss) for s in self._solutions.values()) ** 2 / self.budget
+        """Weighted total variance ``sum_q w_q Var(q) = (sum sqrt(L_A'))^2`` at pcost 1."""
+        return sum(math.sqrt(s.loss) for s in self._solutions.values()) ** 2
 
     def error_bounds(self) -> tuple[float, float]:
         """``(certified lower bound on the optimal QuerySmasher error, achieved error)`` (exact solver)."""
         lowers = [s.lower for s in self._solutions.values()]
         if any(v is None for v in lowers):
             raise ValueError(f"the {self.solver!r} solver gives no certificate; use solver='exact'")
-        return sum(math.sqrt(v) for v in lowers) ** 2 / self.budget, self.expected_error()
+        return sum(math.sqrt(v) for v in lowers) ** 2, self.expected_error()
 
     # ---- the plan -------------------------------------------------------------------
     @property
@@ -99,29 +97,21 @@ class QuerySmasherStrategy(Strategy):
         """Certified lower bounds on each subworkload's optimal loss (``None`` without a certificate)."""
         return {a: s.lower for a, s in self._solutions.items()}
 
-    def noise_scales(self, pcost: BudgetLike | None = None) -> dict[Subset, float]:
-        """``{A': sigma^2_A'}``: noise variance per measurement, at this budget or at ``pcost``."""
-        factor = 1.0 if pcost is None else self.budget / as_pcost(pcost)
-        return {a: v * factor for a, v in self._sigma2.items()}
+    def noise_scales(self) -> dict[Subset, float]:
+        """``{A': sigma^2_A'}``: noise variance per measurement at pcost 1 (inversely proportional to the budget)."""
+        return dict(self._sigma2)
 
     def allocation(self) -> dict[Subset, float]:
-        """``{A': 1/sigma^2_A'}``: the privacy cost spent on each measurement (sums to the budget)."""
+        """``{A': 1/sigma^2_A'}``: the share of the privacy cost spent on each measurement (sums to 1)."""
         return {a: 1.0 / v for a, v in self._sigma2.items()}
-
-    def pcost(self) -> float:
-        return float(sum(self.allocation().values()))
-
-    def scaled(self, budget: BudgetLike) -> QuerySmasherStrategy:
-        """The same plan at another budget (every variance scales by ``old / new``)."""
-        return QuerySmasherStrategy(self.domain, self.entries, self._solutions, self.solver, as_pcost(budget))
 
     def with_noise(self, noise_scales: Mapping[Subset, float]) -> QuerySmasherStrategy:
         """The same plan measured with the noise variances ``{A': sigma^2_A'}`` given (e.g. as a kernel
-        applied them), for its variances; the budget it reports stays this plan's."""
+        applied them), for its variances."""
         missing = set(self._solutions) - set(noise_scales)
         if missing:
             raise KeyError(f"no noise variance for residual set(s) {sorted(missing)[:5]}")
-        plan = QuerySmasherStrategy(self.domain, self.entries, self._solutions, self.solver, self.budget)
+        plan = QuerySmasherStrategy(self.domain, self.entries, self._solutions, self.solver)
         plan._sigma2 = {a: float(noise_scales[a]) for a in self._solutions}
         return plan
 
@@ -147,14 +137,14 @@ class QuerySmasherStrategy(Strategy):
     # ---- Strategy: measurement through the kernel, reconstruction, simulation ---------
     def variances(self, W=None) -> np.ndarray:
         """Per-query variances at unit noise (pcost 1) of every workload query, or of item ``W`` (an index)."""
-        return self.scaled(1.0).variance(W)
+        return self.variance(W)
 
-    def measure(self, source, budget: BudgetLike, *, max_host_cells: int = hosting.DEFAULT_HOST_CELLS) -> list:
+    def measure(self, source, budget: Budget, *, max_host_cells: int = hosting.DEFAULT_HOST_CELLS) -> list:
         """Count the host marginals of ``source`` (a table handle) and measure every subworkload on them with
-        exactly ``budget`` (a ZCDP): one Gaussian Measurement per host."""
-        measure.require_table_and_zcdp(source, budget, "QuerySmasher")
+        exactly ``budget`` (a ZCDP or ApproxDP): one Gaussian Measurement per host."""
+        rho = measure.table_and_rho(source, budget, "QuerySmasher")
         hosts = hosting.measured_hosts(self, max_host_cells)
-        return hosting.measure_hosts(count_hosts(source, hosts), hosts, self, budget.rho)
+        return hosting.measure_hosts(count_hosts(source, hosts), hosts, self, rho)
 
     def reconstruct(self, measurements: Sequence) -> QuerySmasherEstimate:
         """Answers to every workload query, and marginals, from this strategy's host measurements."""
@@ -162,14 +152,14 @@ class QuerySmasherStrategy(Strategy):
         omegas, applied = hosting.decode(measurements, self)
         return QuerySmasherEstimate(self, omegas, applied, measurements)
 
-    def simulate(self, data: np.ndarray | Callable[[Subset], np.ndarray], budget: BudgetLike,
+    def simulate(self, data: np.ndarray | Callable[[Subset], np.ndarray], budget: Budget,
                  seed=None) -> QuerySmasherEstimate:
         """``measure`` and ``reconstruct`` with numpy noise at ``budget`` on ``data`` (the full data vector of
         a small domain, or a function giving the marginal tensor of sorted positions); never the kernel."""
         rng = np.random.default_rng(seed)
         full = None if callable(data) else np.asarray(data, dtype=np.float64).reshape(self.domain.sizes)
         weights = {a: 1.0 / math.sqrt(s) for a, s in self.noise_scales().items()}
-        sd = math.sqrt(self.budget / as_pcost(budget))
+        sd = math.sqrt(1 / (2 * float(for_noise(budget, "gaussian").rho)))
         measurements = []
         for host in hosting.measured_hosts(self):
             h = host.attributes
