@@ -22,7 +22,7 @@ import sys
 import time
 
 from ektelo_ng.operators.matrix import AllRange
-from ektelo_ng.operators.matrices import Marginals, Prefix
+from ektelo_ng.operators.matrices import MarginalStack, Prefix
 from ektelo_ng.operators.selection.hdmm import hdmm, identity_strategy, opt_0, opt_kron, opt_marginals
 from ektelo_ng.operators.workload import RandomRange
 
@@ -72,7 +72,7 @@ def opt0_gaussian_prefix_1024():
 
 
 def optm_laplace_3way_20x10():
-    W = Marginals([10] * 20, [s for k in range(4) for s in itertools.combinations(range(20), k)])
+    W = MarginalStack([10] * 20, [s for k in range(4) for s in itertools.combinations(range(20), k)])
     for restarts in (0, 1):
         strategy, timing = _timed(opt_marginals, W, "laplace", restarts=restarts, seed=0)
         _report(f"optm_laplace_upto3way_20x10_restarts{restarts}", strategy, timing, target_seconds=30,

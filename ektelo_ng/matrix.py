@@ -1,5 +1,5 @@
 """Implicit matrices (re-exported from operators.matrix), the named classes (from operators.matrices: Prefix, Suffix,
-WidthRange, Hierarchical, Haar, Marginals), the algebra over them (from operators.algebra: Grams, pseudo-inverses,
+WidthRange, Hierarchical, Haar, MarginalStack), the algebra over them (from operators.algebra: Grams, pseudo-inverses,
 traces, sums, rows), ``to_spec`` (operators.specs: a matrix as data) and ``normal_form`` (operators.normal_form: a
 matrix in the kernel's sealed language, as a measurement sends it)."""
 

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from ektelo_ng.grammar import MARGINALS_HELP, parse_domain, parse_marginals
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.operators.matrix import Dense, Matrix
-from ektelo_ng.operators.matrices import Marginals
+from ektelo_ng.operators.matrices import MarginalStack
 from ektelo_ng.operators import workload as wl
 from ektelo_ng.operators.selection.hdmm.gram import product_terms
 from ektelo_ng.operators.selection.query_smasher.classes import CLASSES, circular_ranges, class_queries
@@ -76,7 +76,7 @@ def parse_workload(text: str) -> Matrix:
 
 def parse_workload_option(text: str, domain: Domain | None, option: str = "--workload") -> Matrix:
     """The workload ``option`` names: with the table's ``domain``, marginals in the shared grammar as their
-    Marginals matrix over the domain's data vector, or a shorthand form (:data:`OVER_DOMAIN_HELP`), which names
+    MarginalStack over the domain's data vector, or a shorthand form (:data:`OVER_DOMAIN_HELP`), which names
     its own cells: a plan may answer it over a vector it derives, such as one attribute's; without a domain, a
     shorthand form only. A refusal names the option and shows a correct example, for the user to copy."""
     try:
@@ -89,7 +89,7 @@ def _over(text: str, domain: Domain) -> Matrix:
     """``text`` over ``domain``: marginals (``kway:K``, ``upto:K``, attribute sets: no second ``:``) or a shorthand."""
     kind, _, rest = text.partition(":")
     if (kind in ("kway", "upto") and ":" not in rest) or ":" not in text:
-        return Marginals(domain.sizes, parse_marginals(text, domain))
+        return MarginalStack(domain.sizes, parse_marginals(text, domain))
     return parse_workload(text)
 
 

@@ -29,14 +29,14 @@ Rho = Annotated[Fraction, BeforeValidator(lambda value: requested_amount("rho", 
 Sigma = Annotated[float, BeforeValidator(lambda value: float(requested_amount("sigma", value)))]
 
 
-class Partition(_Message):
+class PartitionSpec(_Message):
     """A partition of a vector's cells into ``groups`` groups: a group label (0..groups - 1) per cell."""
 
     labels: ArrayData
     groups: Annotated[int, Field(ge=1)]
 
     @model_validator(mode="after")
-    def _integer_labels(self) -> Partition:
+    def _integer_labels(self) -> PartitionSpec:
         if self.labels.dtype != "int64" or len(self.labels.shape) != 1:
             raise ValueError("partition labels must be a 1-D array of integers, one group per cell")
         return self
@@ -91,12 +91,12 @@ class Transform(_OnSource):
 
 class ReduceByPartition(_OnSource):
     op: Literal["reduce_by_partition"] = "reduce_by_partition"
-    partition: Partition
+    partition: PartitionSpec
 
 
 class SplitByPartition(_OnSource):
     op: Literal["split_by_partition"] = "split_by_partition"
-    partition: Partition
+    partition: PartitionSpec
 
 
 class Release(_OnSource):

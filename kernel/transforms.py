@@ -170,7 +170,7 @@ def _vectorized(sources: Sources, parent: str, table: Table, work: Work) -> str:
     return name
 
 
-def _labels(sources: Sources, partition: p.Partition, vector: Vector) -> np.ndarray:
+def _labels(sources: Sources, partition: p.PartitionSpec, vector: Vector) -> np.ndarray:
     """A partition's labels, checked against the vector and the limits."""
     sources.limits.cells("the partition's groups", partition.groups)
     labels = partition.labels.array()

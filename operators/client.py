@@ -341,9 +341,9 @@ def _labels(partition: Matrix | np.ndarray, size: int) -> np.ndarray:
     return labels.astype(np.int64).ravel()
 
 
-def _partition(labels: np.ndarray, groups: int | None = None) -> p.Partition:
+def _partition(labels: np.ndarray, groups: int | None = None) -> p.PartitionSpec:
     groups = int(labels.max(initial=-1)) + 1 if groups is None else groups
-    return p.Partition(labels=ArrayData.of(labels), groups=max(groups, 1))
+    return p.PartitionSpec(labels=ArrayData.of(labels), groups=max(groups, 1))
 
 
 def _answer(reply: p.Answer) -> NoisyAnswer:

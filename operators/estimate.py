@@ -2,7 +2,7 @@
 
 ``answer(W)`` answers a workload from the estimate, ``variances(W)`` gives each answer's noise
 variance, ``intervals(W, level)`` a confidence interval per answer with the method that made it
-(``operators.intervals``: exact for Gaussian noise; numerically exact or a sound bound for
+(``operators.confidence``: exact for Gaussian noise; numerically exact or a sound bound for
 Laplace), and ``to_frame`` / ``to_csv`` / ``to_json`` export all of it. ``note`` says what the error
 bars mean: for a data-dependent plan they are conditional on the choices it made privately (its
 partition, its queries), and for non-linear inference (multiplicative weights, thresholding,
@@ -28,7 +28,7 @@ import numpy as np
 
 from .matrix import Identity, Matrix
 from .covariance import LeastSquaresCovariance
-from .intervals import Intervals, bound_halfwidths, check_level, laplace_halfwidth, normal_halfwidths
+from .confidence import ConfidenceIntervals, bound_halfwidths, check_level, laplace_halfwidth, normal_halfwidths
 from .measurement import Measurement
 
 IntervalMethod = Literal["auto", "exact", "bound"]
@@ -53,7 +53,7 @@ class Estimate(ABC):
         """Each answer's noise variance (NaN where the estimate cannot say: see ``note``)."""
 
     @abstractmethod
-    def intervals(self, W=None, level: float = 0.95, method: IntervalMethod = "auto") -> Intervals:
+    def intervals(self, W=None, level: float = 0.95, method: IntervalMethod = "auto") -> ConfidenceIntervals:
         """Confidence intervals at ``level`` for the answers to ``W``."""
 
     def labels(self, W=None) -> list[str]:
@@ -98,17 +98,19 @@ class Estimate(ABC):
         return json.dumps({"note": self.note, "answers": records})
 
 
-def intervals_from(answers: np.ndarray, variances: np.ndarray, level: float, half: np.ndarray, method: str) -> Intervals:
+def intervals_from(answers: np.ndarray, variances: np.ndarray, level: float, half: np.ndarray,
+                   method: str) -> ConfidenceIntervals:
     """Intervals ``answers +- half`` (NaN where a variance is NaN)."""
     answers = np.asarray(answers, dtype=np.float64)
     half = np.where(np.isnan(variances), np.nan, half)
-    return Intervals(answers, answers - half, answers + half, check_level(level), method)
+    return ConfidenceIntervals(answers, answers - half, answers + half, check_level(level), method)
 
 
-def unavailable(answers: np.ndarray, level: float, why: str) -> Intervals:
+def unavailable(answers: np.ndarray, level: float, why: str) -> ConfidenceIntervals:
     """NaN intervals that say why there are none."""
     nan = np.full(np.shape(answers), np.nan)
-    return Intervals(np.asarray(answers, dtype=np.float64), nan, nan, check_level(level), f"unavailable: {why}")
+    answers = np.asarray(answers, dtype=np.float64)
+    return ConfidenceIntervals(answers, nan, nan, check_level(level), f"unavailable: {why}")
 
 
 class VectorEstimate(Estimate):
@@ -161,7 +163,7 @@ class VectorEstimate(Estimate):
             return np.full(W.shape[0], np.nan)
         return self._covariance.variances(W)
 
-    def intervals(self, W=None, level: float = 0.95, method: IntervalMethod = "auto") -> Intervals:
+    def intervals(self, W=None, level: float = 0.95, method: IntervalMethod = "auto") -> ConfidenceIntervals:
         W = self._workload(W)
         level = check_level(level)
         answers = self.answer(W)

@@ -1,6 +1,6 @@
 """Estimates of marginals (ResidualPlanner, QuerySmasher): the Estimate interface over attribute sets.
 
-A workload for these estimates is ``None`` (the plan's own workload), a ``Marginals`` matrix (its
+A workload for these estimates is ``None`` (the plan's own workload), a ``MarginalStack`` matrix (its
 subsets, each row weight scaling its answers), or a list of items, each an attribute set (names or
 positions: every cell of that marginal) or a pair ``(attributes, Q)``: the linear queries ``Q`` over
 that marginal's cells, its axes in the order the attributes are given. Noise is Gaussian, so the
@@ -16,8 +16,8 @@ import numpy as np
 
 from .matrix import Matrix
 from .estimate import Estimate, IntervalMethod, intervals_from
-from .intervals import Intervals, check_level, normal_halfwidths
-from .matrices import Marginals
+from .confidence import ConfidenceIntervals, check_level, normal_halfwidths
+from .matrices import MarginalStack
 
 Item = tuple[tuple[int, ...], tuple[int, ...], object, float]  # (domain-order subset, given order, Q or None, weight)
 
@@ -42,10 +42,10 @@ class MarginalEstimate(Estimate):
     def _items(self, W) -> list[Item]:
         if W is None:
             W = self.default_workload()
-        if isinstance(W, Marginals):
+        if isinstance(W, MarginalStack):
             return [(s, s, None, w) for s, w in W.weights.items()]
         if isinstance(W, Matrix) or isinstance(W, (str, int)) or not isinstance(W, Iterable):
-            raise TypeError("a marginal workload is a Marginals matrix or a list of attribute sets or "
+            raise TypeError("a marginal workload is a MarginalStack or a list of attribute sets or "
                             "(attributes, queries) pairs")
         items = []
         for item in W:
@@ -105,7 +105,7 @@ class MarginalEstimate(Estimate):
         """Each cell's variance when all cells of the marginal have the same (NaN if unknown)."""
         return float("nan")
 
-    def intervals(self, W=None, level: float = 0.95, method: IntervalMethod = "auto") -> Intervals:
+    def intervals(self, W=None, level: float = 0.95, method: IntervalMethod = "auto") -> ConfidenceIntervals:
         level = check_level(level)
         variances = self.variances(W)
         return intervals_from(self.answer(W), variances, level, normal_halfwidths(np.nan_to_num(variances), level),

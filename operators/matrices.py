@@ -25,7 +25,7 @@ import scipy.sparse as sp
 from .matrix import Identity, Intervals, Kronecker, Matrix, Sparse, Total, VStack
 from .matrix.blocks import positive_int
 
-__all__ = ["Haar", "Hierarchical", "Marginals", "Prefix", "Suffix", "WidthRange"]
+__all__ = ["Haar", "Hierarchical", "MarginalStack", "Prefix", "Suffix", "WidthRange"]
 
 
 class Prefix(Intervals):
@@ -151,7 +151,7 @@ class Haar(Sparse):
         super().__init__(matrix)
 
 
-class Marginals(VStack):
+class MarginalStack(VStack):
     """A weighted union of marginals: for each attribute subset a, w_a * kron_i (I if i in a else Total).
 
     ``weights`` maps subsets (tuples of attribute positions) to weights, or is an iterable of

@@ -30,7 +30,7 @@ from .matrix import (
     Total,
     VStack,
 )
-from .matrices import Marginals as _MarginalsMatrix, Prefix, WidthRange
+from .matrices import MarginalStack, Prefix, WidthRange
 
 __all__ = [
     "AllKway", "AllRange", "Identity", "Kronecker", "Marginals", "Prefix", "RandomRange", "RangeQueries", "Total",
@@ -82,7 +82,7 @@ def Marginals(domain: DomainLike, subsets: Iterable[Iterable[str | int]] | Mappi
         weights = {_subset(domain, s): float(w) for s, w in subsets.items()}
     else:
         weights = {_subset(domain, s): 1.0 for s in subsets}
-    return _MarginalsMatrix(domain.sizes, weights)
+    return MarginalStack(domain.sizes, weights)
 
 
 def AllKway(domain: DomainLike, k: int) -> Matrix:

@@ -38,7 +38,7 @@ def advised(source: Handle, workload: Matrix | None, budget: Budget, *, shape: S
             raise ValueError(f"{advice} picks the plan {saved.plan!r}, which is not in this library's catalog: "
                              "advise again")
         entry = info[saved.plan]
-        params = entry.defaults | ({"scale": saved.scale} if entry.public_scale else {})
+        params = entry.defaults | ({"records": saved.records} if entry.public_records else {})
         return entry.plan(source, saved.workload.answers if workload is None else workload, spent,
                           shape=shape or saved.workload.domain.sizes, **params)
     strategy = saved.strategy

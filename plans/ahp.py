@@ -9,7 +9,7 @@ measured with (1 - selection_share) * eps; least squares through the reduction's
 minimum-norm solution, which is exactly AHP's uniform expansion within each group.
 
 ``ahp_star`` is DPBench's AHP*: selection_share and eta read from a tuned table of the signal strength
-eps * N (``AHP_STAR_PARAMETERS``). AHP itself does not need N; AHP* takes it as ``scale``, or
+eps * N (``AHP_STAR_PARAMETERS``). AHP itself does not need N; AHP* takes it as ``records``, or
 spends ``total_share`` of the budget on a noisy total (kept as one more measurement).
 """
 
@@ -28,7 +28,7 @@ from ..operators.estimate import VectorEstimate
 from ..operators.inference import ahp_threshold
 from ..operators.partition import ahp_cluster
 from ..operators.budget import Budget, epsilon_of
-from .common import CONDITIONAL, by_signal, scale_or_noisy_total, signal_table, solved, split_budget
+from .common import CONDITIONAL, by_signal, records_or_noisy_total, signal_table, solved, split_budget
 
 
 def ahp(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
@@ -75,13 +75,13 @@ def _check_share_eta(value) -> None:
 
 
 def ahp_star(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
-             scale: float | None = None, total_share: float | Fraction | str = 0.05,
+             records: float | None = None, total_share: float | Fraction | str = 0.05,
              table: Sequence[tuple[float, tuple[float, float]]] = AHP_STAR_PARAMETERS) -> VectorEstimate:
-    """AHP*: AHP with (selection_share, eta) = ``by_signal(table, eps * N)``, N public (``scale``) or the noisy
+    """AHP*: AHP with (selection_share, eta) = ``by_signal(table, eps * N)``, N public (``records``) or the noisy
     total bought with ``total_share`` of the budget; AHP runs on the rest."""
     rows = signal_table(table, "table", _check_share_eta)
     vector, _ = measure.data_vector(source, shape)
     epsilon = epsilon_of(budget)
-    records = scale_or_noisy_total(vector, epsilon, scale, total_share)
-    share, eta = by_signal(rows, float(epsilon) * records.value)
-    return _ahp(vector, workload, records.remaining, share, eta, records.measurements)
+    count = records_or_noisy_total(vector, epsilon, records, total_share)
+    share, eta = by_signal(rows, float(epsilon) * count.value)
+    return _ahp(vector, workload, count.remaining, share, eta, count.measurements)

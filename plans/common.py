@@ -40,7 +40,7 @@ def split_budget(epsilon: Fraction, part: float | Fraction | str, name: str) -> 
 
 
 @dataclass(frozen=True)
-class ScaleEstimate:
+class RecordCount:
     """The record count a plan works with and the budget it leaves.
 
     ``value`` is the public N, or the noisy total floored at 1; ``measurements`` holds the noisy
@@ -52,17 +52,17 @@ class ScaleEstimate:
     measurements: tuple[Measurement, ...]
 
 
-def scale_or_noisy_total(
-    vector: Handle, epsilon: Fraction, scale: float | None, total_share: float | Fraction | str
-) -> ScaleEstimate:
+def records_or_noisy_total(
+    vector: Handle, epsilon: Fraction, records: float | None, total_share: float | Fraction | str
+) -> RecordCount:
     """Use a public record count, or buy a noisy total with ``total_share`` of ``epsilon``."""
-    if scale is not None:
-        if not scale > 0:
-            raise ValueError(f"a public scale must be a positive record count, got {scale!r}")
-        return ScaleEstimate(float(scale), epsilon, ())
+    if records is not None:
+        if not records > 0:
+            raise ValueError(f"records (the public record count) must be positive, got {records!r}")
+        return RecordCount(float(records), epsilon, ())
     spent, remaining = split_budget(epsilon, total_share, "total_share")
     total = measure.noisy_count(vector, spent)
-    return ScaleEstimate(max(float(total.answers[0]), 1.0), remaining, (total,))
+    return RecordCount(max(float(total.answers[0]), 1.0), remaining, (total,))
 
 
 def signal_table(table: Sequence[tuple[float, Any]], name: str, check: Callable[[Any], object]) -> tuple:

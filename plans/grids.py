@@ -1,7 +1,7 @@
 """Qardaji, Yang and Li's grids for 2-D data (ektelo plans 11 and 12).
 
 Both size their cells from the record count N, which their paper treats as public: pass it as
-``scale``; with ``scale=None`` the plan first spends ``total_share`` of the budget (default 5%)
+``records``; with ``records=None`` the plan first spends ``total_share`` of the budget (default 5%)
 on a noisy total, sizes the grids from that, uses the rest for the grids, and keeps the noisy
 total as one more measurement in the final least squares.
 
@@ -33,7 +33,7 @@ from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
 from ..operators.selection import classic
 from ..operators.budget import Budget, epsilon_of
-from .common import CONDITIONAL, REUSED, scale_or_noisy_total, solved, split_budget
+from .common import CONDITIONAL, REUSED, records_or_noisy_total, solved, split_budget
 
 
 def _two_dimensional(source: Handle, shape: Sequence[int] | None) -> tuple[Handle, tuple[int, ...]]:
@@ -44,28 +44,28 @@ def _two_dimensional(source: Handle, shape: Sequence[int] | None) -> tuple[Handl
 
 
 def uniform_grid(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
-                 scale: float | None = None, total_share: float | Fraction | str = 0.05,
+                 records: float | None = None, total_share: float | Fraction | str = 0.05,
                  c: float = 10.0) -> VectorEstimate:
     """UniformGrid: one noisy count per cell of a grid sized from N and eps, least squares."""
     vector, dims = _two_dimensional(source, shape)
-    records = scale_or_noisy_total(vector, epsilon_of(budget), scale, total_share)
-    cells = classic.uniform_grid(dims, records.value, float(records.remaining), c=c).matrix
-    measured = [*records.measurements, measure.laplace(vector, cells, records.remaining)]
-    return solved(measured, vector.size, workload, CONDITIONAL.format("the grid size") if records.measurements else "")
+    count = records_or_noisy_total(vector, epsilon_of(budget), records, total_share)
+    cells = classic.uniform_grid(dims, count.value, float(count.remaining), c=c).matrix
+    measured = [*count.measurements, measure.laplace(vector, cells, count.remaining)]
+    return solved(measured, vector.size, workload, CONDITIONAL.format("the grid size") if count.measurements else "")
 
 
 def adaptive_grid(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
-                  scale: float | None = None, total_share: float | Fraction | str = 0.05,
+                  records: float | None = None, total_share: float | Fraction | str = 0.05,
                   alpha: float | Fraction | str = 0.5, c: float = 10.0, c2: float = 5.0,
                   layout: classic.GridLayout = "dpbench") -> VectorEstimate:
     """AdaptiveGrid: coarse grid (alpha eps), then each coarse cell split by its noisy count
     ((1 - alpha) eps), least squares over both levels. ``layout``: how the cells are cut
     (``classic.GridLayout``): as DPBench does (AGrid), or evenly as the paper sizes them (AGrid+)."""
     vector, dims = _two_dimensional(source, shape)
-    records = scale_or_noisy_total(vector, epsilon_of(budget), scale, total_share)
-    first_epsilon, second_epsilon = split_budget(records.remaining, alpha, "alpha")
-    level1 = classic.adaptive_grid_level1(dims, records.value, float(records.remaining), c, layout=layout)
+    count = records_or_noisy_total(vector, epsilon_of(budget), records, total_share)
+    first_epsilon, second_epsilon = split_budget(count.remaining, alpha, "alpha")
+    level1 = classic.adaptive_grid_level1(dims, count.value, float(count.remaining), c, layout=layout)
     first = measure.laplace(vector, level1, first_epsilon)
     level2 = classic.adaptive_grid_level2(level1, first.answers, float(second_epsilon), c2, layout=layout)
     second = measure.laplace(vector, level2, second_epsilon)
-    return solved([*records.measurements, first, second], vector.size, workload, REUSED)
+    return solved([*count.measurements, first, second], vector.size, workload, REUSED)

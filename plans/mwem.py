@@ -15,9 +15,9 @@ Laplace noise; then the estimate is inferred again from every measurement so far
   signal strength eps * N (``MWEM_STAR_ROUNDS``), instead of a fixed T.
 
 The record count N is public in MWEM's paper (it sets the uniform start and the scale of the
-weights). Here ``scale=N`` declares it public; with ``scale=None`` the plan first spends
+weights). Here ``records=N`` declares it public; with ``records=None`` the plan first spends
 ``total_share`` of the budget (default 5%) on a noisy total and the rounds share the rest.
-``scale_or_noisy_total`` and ``split_budget`` are shared with the grid and AHP plans.
+``records_or_noisy_total`` and ``split_budget`` are shared with the grid and AHP plans.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ..operators.linalg import explicit_sparse
 from ..operators.partition import workload_based
 from ..operators.selection import classic
 from ..operators.budget import Budget, epsilon_of
-from .common import by_signal, scale_or_noisy_total, signal_table
+from .common import by_signal, records_or_noisy_total, signal_table
 
 #: Multiplicative-weights passes over every measured query after each round: DPBench's MWEM runs 100.
 SWEEPS = 100
@@ -70,7 +70,7 @@ def mwem(
     *,
     shape: Sequence[int] | None = None,
     rounds: int | Callable[[float], int] = 10,
-    scale: float | None = None,
+    records: float | None = None,
     total_share: float | Fraction | str = 0.05,
     augment: bool = False,
     inference: Literal["mw", "nnls"] = "mw",
@@ -87,13 +87,13 @@ def mwem(
     if augment and len(dims) != 1:
         raise ValueError(f"H2 augmentation adds 1-D intervals; the domain has {len(dims)} dimensions")
     n = vector.size
-    records = scale_or_noisy_total(vector, epsilon_of(budget), scale, total_share)
-    rounds = fixed if fixed is not None else _positive_rounds(rounds(records.value))
+    count = records_or_noisy_total(vector, epsilon_of(budget), records, total_share)
+    rounds = fixed if fixed is not None else _positive_rounds(rounds(count.value))
     if rounds > workload.shape[0]:
         raise ValueError(f"MWEM measures each workload query at most once: {rounds} rounds need at least as many "
                          f"queries, the workload has {workload.shape[0]}")
-    step = records.remaining / (2 * rounds)
-    x = np.full(n, records.value / n)
+    step = count.remaining / (2 * rounds)
+    x = np.full(n, count.value / n)
     selected: list[int] = []
     unmeasured = np.arange(workload.shape[0])
     history: list[Measurement] = []
@@ -107,11 +107,11 @@ def mwem(
             query = classic.mwem_h2_augmentation(row, n, t) if augment else Sparse(row)  # a box: its cells only
             history.append(measure.laplace(vector, query, step))
             if inference == "mw":
-                x = _multiplicative_weights_on_atoms(history, records.value, x)
+                x = _multiplicative_weights_on_atoms(history, count.value, x)
             else:
-                public = known_total(n, records.value, PUBLIC_TOTAL_RELATIVE_STD * history[0].noise_std)
-                x = nnls([*history, *(records.measurements or (public,))], size=n, x0=x)
-    return MWEMEstimate(x, selected, (*records.measurements, *history), workload, inference)
+                public = known_total(n, count.value, PUBLIC_TOTAL_RELATIVE_STD * history[0].noise_std)
+                x = nnls([*history, *(count.measurements or (public,))], size=n, x0=x)
+    return MWEMEstimate(x, selected, (*count.measurements, *history), workload, inference)
 
 
 def _multiplicative_weights_on_atoms(history: Sequence[Measurement], total: float, x0: np.ndarray) -> np.ndarray:
@@ -138,23 +138,23 @@ def _positive_rounds(rounds) -> int:
 
 
 def mwem_b(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
-           rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> MWEMEstimate:
+           rounds: int = 10, records: float | None = None, total_share: float | Fraction | str = 0.05) -> MWEMEstimate:
     """MWEM-b: MWEM measuring H2 augmentation intervals alongside each selected query (plan 18)."""
-    return mwem(source, workload, budget, shape=shape, rounds=rounds, scale=scale, total_share=total_share,
+    return mwem(source, workload, budget, shape=shape, rounds=rounds, records=records, total_share=total_share,
                 augment=True)
 
 
 def mwem_c(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
-           rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> MWEMEstimate:
+           rounds: int = 10, records: float | None = None, total_share: float | Fraction | str = 0.05) -> MWEMEstimate:
     """MWEM-c: MWEM with NNLS and the (public or noisy) total instead of multiplicative weights (plan 19)."""
-    return mwem(source, workload, budget, shape=shape, rounds=rounds, scale=scale, total_share=total_share,
+    return mwem(source, workload, budget, shape=shape, rounds=rounds, records=records, total_share=total_share,
                 inference="nnls")
 
 
 def mwem_d(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
-           rounds: int = 10, scale: float | None = None, total_share: float | Fraction | str = 0.05) -> MWEMEstimate:
+           rounds: int = 10, records: float | None = None, total_share: float | Fraction | str = 0.05) -> MWEMEstimate:
     """MWEM-d: H2 augmentation and NNLS with the total (plan 20)."""
-    return mwem(source, workload, budget, shape=shape, rounds=rounds, scale=scale, total_share=total_share,
+    return mwem(source, workload, budget, shape=shape, rounds=rounds, records=records, total_share=total_share,
                 augment=True, inference="nnls")
 
 
@@ -171,9 +171,9 @@ MWEM_STAR_ROUNDS: tuple[tuple[float, int], ...] = ((0.0, 1), (31.6, 2), (316.2, 
 
 
 def mwem_star(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
-              scale: float | None = None, total_share: float | Fraction | str = 0.05,
+              records: float | None = None, total_share: float | Fraction | str = 0.05,
               table: Sequence[tuple[float, int]] = MWEM_STAR_ROUNDS) -> MWEMEstimate:
-    """MWEM*: MWEM with T = ``by_signal(table, eps * N)`` rounds, N public (``scale``) or the noisy
+    """MWEM*: MWEM with T = ``by_signal(table, eps * N)`` rounds, N public (``records``) or the noisy
     total bought with ``total_share`` of the budget (DPBench)."""
     rows = signal_table(table, "table", _positive_rounds)
     epsilon = float(epsilon_of(budget))
@@ -181,4 +181,4 @@ def mwem_star(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequen
     def rounds(records: float) -> int:
         return by_signal(rows, epsilon * records)
 
-    return mwem(source, workload, budget, shape=shape, rounds=rounds, scale=scale, total_share=total_share)
+    return mwem(source, workload, budget, shape=shape, rounds=rounds, records=records, total_share=total_share)

@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable, Sequence
 from ..operators import pgm
 from ..operators.budget import Budget
 from ..operators.client import Handle
-from ..operators.matrices import Marginals
+from ..operators.matrices import MarginalStack
 from ..operators.selection.residual_hosts import DEFAULT_HOST_CELLS
 from .residual_planner import measured
 
 
-def residual_planner_pgm(source: Handle, workload: Marginals | Iterable, budget: Budget, *,
+def residual_planner_pgm(source: Handle, workload: MarginalStack | Iterable, budget: Budget, *,
                          shape: Sequence[int] | None = None, loss: str = "sum", iterations: int = 1000,
                          method: str = "auto",
                          max_host_cells: int = DEFAULT_HOST_CELLS,
@@ -26,7 +26,7 @@ def residual_planner_pgm(source: Handle, workload: Marginals | Iterable, budget:
     """Measure ``workload``'s marginals with ResidualPlanner under ``budget`` (all of it), then fit a graphical
     model to those measurements.
 
-    ``source``: the table handle; ``workload``: attribute sets or a ``Marginals`` matrix; ``shape``: unused
+    ``source``: the table handle; ``workload``: attribute sets or a ``MarginalStack`` matrix; ``shape``: unused
     (the table's domain is the shape). ``loss``: ResidualPlanner's (``"sum"`` or ``"max"``). ``iterations``,
     ``method``, ``callback``: the fit's (``operators.pgm.fit``). Returns the model: ``marginal(A)``,
     ``answer(items)``, ``synthetic(n_rows, seed)``, ``history`` (the fit's loss per iteration).

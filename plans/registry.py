@@ -4,7 +4,7 @@
 vector's, or the marginals' for ResidualPlanner and QuerySmasher, whose workload is their marginals
 or queries).
 ``info[name]`` says which dimensions a plan supports, whether it treats the record count as
-public (those plans take it as ``scale=``, or spend part of the budget on a noisy total
+public (those plans take it as ``records=``, or spend part of the budget on a noisy total
 when it is not given), and its default parameters.
 """
 
@@ -24,7 +24,7 @@ class PlanInfo:
     plan: Callable
     dimensions: tuple[int, ...]
     data_dependent: bool
-    public_scale: bool = False
+    public_records: bool = False
     defaults: dict = field(default_factory=dict)
     summary: str = ""
     #: Data-independent plans: (shape of the data vector, workload) -> the LinearStrategy they measure.
@@ -48,30 +48,30 @@ info: dict[str, PlanInfo] = {
     "HDMM": PlanInfo(hdmm.hdmm, (1, 2), False, defaults={"restarts": 3, "seed": 0}, summary="optimized strategy"),
     "ResidualPlanner": PlanInfo(
         residual_planner.residual_planner, (), False, defaults={"loss": "sum"},
-        summary="marginal workloads (a Marginals matrix) under zCDP; returns a reconstruction with .marginal(A)",
+        summary="marginal workloads (a MarginalStack) under zCDP; returns a reconstruction with .marginal(A)",
     ),
     "QuerySmasher": PlanInfo(
         query_smasher.query_smasher, (), False, defaults={"solver": "exact"},
         summary="linear queries on marginals ([(attributes, matrix)]) under zCDP; returns .answers(), .variance()",
     ),
     "MWEM": PlanInfo(
-        mwem.mwem, (1, 2), True, True, {"rounds": 10, "scale": None, "total_share": 0.05},
+        mwem.mwem, (1, 2), True, True, {"rounds": 10, "records": None, "total_share": 0.05},
         summary="worst-approx query selection, Laplace, multiplicative weights",
     ),
     "MWEM-b": PlanInfo(
-        mwem.mwem_b, (1,), True, True, {"rounds": 10, "scale": None, "total_share": 0.05},
+        mwem.mwem_b, (1,), True, True, {"rounds": 10, "records": None, "total_share": 0.05},
         summary="MWEM plus free H2 augmentation intervals each round",
     ),
     "MWEM-c": PlanInfo(
-        mwem.mwem_c, (1, 2), True, True, {"rounds": 10, "scale": None, "total_share": 0.05},
+        mwem.mwem_c, (1, 2), True, True, {"rounds": 10, "records": None, "total_share": 0.05},
         summary="MWEM with NNLS and the total instead of multiplicative weights",
     ),
     "MWEM-d": PlanInfo(
-        mwem.mwem_d, (1,), True, True, {"rounds": 10, "scale": None, "total_share": 0.05},
+        mwem.mwem_d, (1,), True, True, {"rounds": 10, "records": None, "total_share": 0.05},
         summary="MWEM with H2 augmentation and NNLS",
     ),
     "MWEM*": PlanInfo(
-        mwem.mwem_star, (1, 2), True, True, {"scale": None, "total_share": 0.05},
+        mwem.mwem_star, (1, 2), True, True, {"records": None, "total_share": 0.05},
         summary="MWEM with the rounds read from a tuned table of eps * N",
     ),
     "AHP": PlanInfo(
@@ -79,7 +79,7 @@ info: dict[str, PlanInfo] = {
         summary="noisy-histogram clustering of similar counts, one noisy count per group",
     ),
     "AHP*": PlanInfo(
-        ahp.ahp_star, (1, 2), True, True, {"scale": None, "total_share": 0.05},
+        ahp.ahp_star, (1, 2), True, True, {"records": None, "total_share": 0.05},
         summary="AHP with selection_share and eta read from a tuned table of eps * N",
     ),
     "DPCube": PlanInfo(
@@ -107,26 +107,26 @@ info: dict[str, PlanInfo] = {
         summary="the k lowest Fourier frequencies, k chosen privately, measured with Laplace",
     ),
     "SF": PlanInfo(
-        structure_first.structure_first, (1,), True, True, {"scale": None, "total_share": 0.05},
+        structure_first.structure_first, (1,), True, True, {"records": None, "total_share": 0.05},
         summary="StructureFirst as DPBench ran it: n / 10 private buckets, a binary tree of noisy counts in each",
     ),
     "SF+": PlanInfo(
         structure_first.structure_first_plus, (1,), True, True,
-        {"buckets": 32, "selection_share": 0.3, "bound": None, "scale": None, "total_share": 0.05},
+        {"buckets": 32, "selection_share": 0.3, "bound": None, "records": None, "total_share": 0.05},
         summary="StructureFirst with 32 buckets from counts clipped at 4 N / n (ours), one noisy count each",
     ),
     "UGrid": PlanInfo(
-        grids.uniform_grid, (2,), True, True, {"scale": None, "total_share": 0.05, "c": 10.0},
+        grids.uniform_grid, (2,), True, True, {"records": None, "total_share": 0.05, "c": 10.0},
         summary="uniform grid sized from the record count",
     ),
     "AGrid": PlanInfo(
         grids.adaptive_grid, (2,), True, True,
-        {"scale": None, "total_share": 0.05, "alpha": 0.5, "c": 10.0, "c2": 5.0},
+        {"records": None, "total_share": 0.05, "alpha": 0.5, "c": 10.0, "c2": 5.0},
         summary="coarse grid, each cell refined by its noisy count, least squares",
     ),
     "AGrid+": PlanInfo(
         grids.adaptive_grid, (2,), True, True,
-        {"scale": None, "total_share": 0.05, "alpha": 0.5, "c": 10.0, "c2": 5.0, "layout": "even"},
+        {"records": None, "total_share": 0.05, "alpha": 0.5, "c": 10.0, "c2": 5.0, "layout": "even"},
         summary="AGrid with each level cut evenly into the paper's m x m cells (ours): 0.7-0.9 of AGrid's error",
     ),
     "HB-Striped": PlanInfo(

@@ -4,7 +4,7 @@ structure privately, then measure the cells of each bucket.
 The boundaries come from the kernel's vetted ``structure_first`` (docs/privacy/structure-first.md): a
 dynamic program over SSE costs of the counts clipped to a public bound F, sampled boundary by boundary with
 the exponential mechanism (score sensitivity 2 F + 1). Both plans need the record count N: the public
-``scale=``, or a noisy total bought with ``total_share`` of the budget (kept as one more measurement).
+``records=``, or a noisy total bought with ``total_share`` of the budget (kept as one more measurement).
 
 - ``structure_first`` (catalog "SF") runs the algorithm as DPBench ran the authors' code: k = ceil(n / 10)
   buckets, F = 10,000 N / n (in effect no clipping), the structure's epsilon from the authors' grid rule
@@ -28,7 +28,7 @@ from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
 from ..operators.budget import Budget, epsilon_of
-from .common import CONDITIONAL, ScaleEstimate, scale_or_noisy_total, solved, split_budget
+from .common import CONDITIONAL, RecordCount, records_or_noisy_total, solved, split_budget
 
 #: The authors' fractions: buckets per cell, and the clipping bound over the mean count.
 BUCKETS_PER_CELL, BOUND_OVER_MEAN, EPSILON_STEPS = 0.1, 10_000, 20
@@ -69,11 +69,11 @@ def bucket_trees(cuts: Sequence[int]) -> Matrix:
 
 
 def structure_first(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
-                    scale: float | None = None, total_share: float | Fraction | str = 0.05) -> VectorEstimate:
+                    records: float | None = None, total_share: float | Fraction | str = 0.05) -> VectorEstimate:
     """StructureFirst in 1-D as DPBench ran it: ceil(n / 10) private buckets, a binary tree of noisy counts
     in each, least squares."""
     vector, n = _one_dimensional(source, shape)
-    known = scale_or_noisy_total(vector, epsilon_of(budget), scale, total_share)
+    known = records_or_noisy_total(vector, epsilon_of(budget), records, total_share)
     buckets = math.ceil(BUCKETS_PER_CELL * n)
     cuts, measure_epsilon = [0, n], known.remaining
     if buckets >= 2:
@@ -88,17 +88,17 @@ def structure_first(source: Handle, workload: Matrix, budget: Budget, *, shape: 
 def structure_first_plus(source: Handle, workload: Matrix, budget: Budget, *,
                          shape: Sequence[int] | None = None, buckets: int = 32,
                          selection_share: float | Fraction | str = 0.3, bound: float | None = None,
-                         scale: float | None = None, total_share: float | Fraction | str = 0.05) -> VectorEstimate:
+                         records: float | None = None, total_share: float | Fraction | str = 0.05) -> VectorEstimate:
     """SF+ (ours): ``buckets`` intervals chosen with selection_share * eps from counts clipped to ``bound``
     (default 4 N / n, four times the mean count), one noisy count each with the rest, spread evenly."""
     vector, n = _one_dimensional(source, shape)
     if not 2 <= int(buckets) <= n:
         raise ValueError(f"buckets must be between 2 and the {n} cells; got {buckets}")
     if bound is None:
-        known = scale_or_noisy_total(vector, epsilon_of(budget), scale, total_share)
+        known = records_or_noisy_total(vector, epsilon_of(budget), records, total_share)
         bound = max(1.0, 4.0 * known.value / n)
     else:
-        known = ScaleEstimate(float("nan"), epsilon_of(budget), ())
+        known = RecordCount(float("nan"), epsilon_of(budget), ())
     select_epsilon, measure_epsilon = split_budget(known.remaining, selection_share, "selection_share")
     cuts = [0, *vector.structure_first(int(buckets), float(bound), select_epsilon), n]
     groups = vector.reduce_by_partition(np.repeat(np.arange(len(cuts) - 1), np.diff(cuts)))

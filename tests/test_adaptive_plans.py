@@ -38,7 +38,7 @@ def workload_for(shape):
 
 
 CASES = [(name, shape) for name in ADAPTIVE for shape in [(64,), (16, 16)] if len(shape) in info[name].dimensions]
-PUBLIC = [(name, shape) for name, shape in CASES if info[name].public_scale]
+PUBLIC = [(name, shape) for name, shape in CASES if info[name].public_records]
 
 
 @pytest.mark.parametrize("name, shape", CASES)
@@ -51,17 +51,17 @@ def test_plans_spend_exactly_their_budget_with_a_noisy_total(name, shape):
 
 
 @pytest.mark.parametrize("name, shape", PUBLIC)
-def test_plans_spend_exactly_their_budget_with_a_public_scale(name, shape):
+def test_plans_spend_exactly_their_budget_with_a_public_records(name, shape):
     columns, domain = spiky_table(shape)
     session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=2)
-    params = {**info[name].defaults, "scale": 2000}
+    params = {**info[name].defaults, "records": 2000}
     estimate = catalog[name](session.source, workload_for(shape), ek.PureDP(EPSILON), **params).x
     assert estimate.shape == (domain.size,) and np.all(np.isfinite(estimate))
     assert session.budget.spent == ek.PureDP(EPSILON)
 
 
 def test_catalog_labels_the_plans_that_need_the_record_count():
-    public = {name for name in ADAPTIVE if info[name].public_scale}
+    public = {name for name in ADAPTIVE if info[name].public_records}
     assert public == {"MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "SF", "SF+", "UGrid", "AGrid", "AGrid+"}
     assert all(info[name].data_dependent for name in ADAPTIVE if name != "HB-Striped")
     assert not info["HB-Striped"].data_dependent  # its measurements never depend on the data
@@ -101,7 +101,7 @@ def test_mwem_selects_badly_approximated_queries():
     good = 0
     for seed in range(10):
         session = ek.protect(columns, domain, ek.PureDP(1), seed=seed)
-        run = mwem.mwem(session.source, W, ek.PureDP(1), rounds=5, scale=int(x.sum()))
+        run = mwem.mwem(session.source, W, ek.PureDP(1), rounds=5, records=int(x.sum()))
         good += scores[run.selected[0]] >= 0.9 * scores.max()
     assert good >= 7  # random picks: P(>= 7 of 10) < 1e-7
 
@@ -112,11 +112,11 @@ def test_mwem_measures_each_workload_query_at_most_once_as_dpbench():
     W = wl.RandomRange((64,), 6, seed=2)
     for seed in range(3):  # a large budget: without the removal the worst query would come back
         session = ek.protect(columns, domain, ek.PureDP(50), seed=seed)
-        run = mwem.mwem(session.source, W, ek.PureDP(50), rounds=6, scale=int(x.sum()))
+        run = mwem.mwem(session.source, W, ek.PureDP(50), rounds=6, records=int(x.sum()))
         assert sorted(run.selected) == list(range(6)) and session.budget.spent == ek.PureDP(50)
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
     with pytest.raises(ValueError, match="at most once"):
-        mwem.mwem(session.source, W, ek.PureDP(1), rounds=7, scale=int(x.sum()))
+        mwem.mwem(session.source, W, ek.PureDP(1), rounds=7, records=int(x.sum()))
     assert session.budget.spent == ek.PureDP.zero()
 
 
@@ -125,7 +125,7 @@ def test_inference_moves_the_estimate_toward_the_measurement(inference):
     columns, domain = spiky_table((64,))
     x = true_vector(columns, domain)
     session = ek.protect(columns, domain, ek.PureDP(20), seed=4)
-    run = mwem.mwem(session.source, wl.Prefix(64), ek.PureDP(20), rounds=1, scale=int(x.sum()), inference=inference)
+    run = mwem.mwem(session.source, wl.Prefix(64), ek.PureDP(20), rounds=1, records=int(x.sum()), inference=inference)
     (measured,) = run.measurements
     before = np.abs(measured.matrix @ np.full(x.size, x.sum() / x.size) - measured.answers)[0]
     after = np.abs(measured.matrix @ run.x - measured.answers)[0]
@@ -135,7 +135,7 @@ def test_inference_moves_the_estimate_toward_the_measurement(inference):
 def test_nnls_variant_keeps_the_public_total_and_non_negativity():
     columns, domain = spiky_table((64,))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=5)
-    estimate = catalog["MWEM-d"](session.source, wl.Prefix(64), ek.PureDP(1), rounds=4, scale=2000).x
+    estimate = catalog["MWEM-d"](session.source, wl.Prefix(64), ek.PureDP(1), rounds=4, records=2000).x
     assert estimate.sum() == pytest.approx(2000, rel=1e-3) and estimate.min() >= 0
 
 
@@ -190,7 +190,7 @@ def test_uniform_grid_spreads_each_cell_evenly():
     shape = (16, 16)
     columns, domain = spiky_table(shape)
     session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=7)
-    estimate = grids.uniform_grid(session.source, workload_for(shape), ek.PureDP(EPSILON), scale=500).x
+    estimate = grids.uniform_grid(session.source, workload_for(shape), ek.PureDP(EPSILON), records=500).x
     cells = classic.uniform_grid(shape, 500, float(EPSILON)).matrix
     assert cells.shape[0] == 36  # 3 wide, the last 1: uneven cells
     for lo, hi in zip(cells.lo, cells.hi):
@@ -204,7 +204,7 @@ def test_adaptive_grid_measures_the_cells_of_its_layout(name, layout):
     shape, scale = (16, 16), 1000
     columns, domain = spiky_table(shape)
     session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=3)
-    estimate = catalog[name](session.source, workload_for(shape), ek.PureDP(EPSILON), **{**info[name].defaults, "scale": scale})
+    estimate = catalog[name](session.source, workload_for(shape), ek.PureDP(EPSILON), **{**info[name].defaults, "records": scale})
     first, second = estimate.measurements
     level1 = classic.adaptive_grid_level1(shape, scale, float(EPSILON), layout=layout)
     level2 = classic.adaptive_grid_level2(level1, first.answers, float(EPSILON) / 2, layout=layout)

@@ -183,7 +183,7 @@ def test_max_cells_keeps_full_vector_strategies_out_and_says_so():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"time_limit": 0}, "time_limit"), ({"objective": "mae"}, "objective"), ({"scale": -5}, "scale"),
+    ({"time_limit": 0}, "time_limit"), ({"objective": "mae"}, "objective"), ({"records": -5}, "records"),
     ({"noise": "cauchy"}, "noise"),
 ])
 def test_bad_arguments_are_refused_by_name(kwargs, message):
@@ -192,7 +192,7 @@ def test_bad_arguments_are_refused_by_name(kwargs, message):
 
 
 def test_evidence_rows_price_data_dependent_plans_against_identity():
-    advice = advise([64], wl.Prefix(64), ek.PureDP("0.1"), scale=1000, time_limit=60)
+    advice = advise([64], wl.Prefix(64), ek.PureDP("0.1"), records=1000, time_limit=60)
     identity = next(r for r in advice.rows if r.name == "Identity, laplace")
     evidence = [r for r in advice.rows if r.status == "evidence"]
     assert evidence and any("DPBench replay" in note for note in advice.notes)
@@ -262,7 +262,7 @@ def test_predicted_rmse_is_what_the_kernel_delivers(tmp_path, sizes, workload, b
 def test_a_data_dependent_pick_runs_its_plan_through_the_kernel(tmp_path):
     """2-D ranges at N x epsilon = 100: AGrid+ beats every data-independent strategy on every replayed dataset."""
     W = wl.RandomRange((32, 32), 50, seed=0)
-    advice = advise([32, 32], W, ek.PureDP("0.1"), scale=1000, time_limit=5)
+    advice = advise([32, 32], W, ek.PureDP("0.1"), records=1000, time_limit=5)
     assert advice.pick.status == "evidence" and advice.strategy is None
     path = tmp_path / "advice.json"
     advice.save(path)

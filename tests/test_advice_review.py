@@ -80,7 +80,7 @@ def test_a_worker_that_cannot_start_says_so_and_none_starts_without_time():
 def test_a_data_dependent_pick_under_zcdp_runs_at_the_advised_epsilon(tmp_path):
     """Evidence rows are priced at epsilon = sqrt(2 rho) (Laplace); the plan got the ZCDP budget and failed."""
     budget = ek.ZCDP("0.005")
-    advice = ek.advise([32, 32], wl.RandomRange((32, 32), 50, seed=0), budget, scale=1000, time_limit=5)
+    advice = ek.advise([32, 32], wl.RandomRange((32, 32), 50, seed=0), budget, records=1000, time_limit=5)
     assert advice.pick.status == "evidence"
     path = tmp_path / "advice.json"
     advice.save(path)
@@ -105,13 +105,13 @@ TAMPERED = {
     "seed a string": lambda d: d["pick"].__setitem__("seed", "x"),
     "error a string": lambda d: d["pick"].__setitem__("unit_error", "x"),
     "plan not in the catalog": lambda d: d.__setitem__("pick", {"name": "X", "noise": "laplace", "rmse": 1.0,
-                                                               "plan": "NoSuchPlan", "scale": 1000}),
+                                                               "plan": "NoSuchPlan", "records": 1000}),
     "plan Advised (itself)": lambda d: d.__setitem__("pick", {"name": "X", "noise": "laplace", "rmse": 1.0,
-                                                             "plan": "Advised", "scale": 1000}),
+                                                             "plan": "Advised", "records": 1000}),
     "plan data-independent": lambda d: d.__setitem__("pick", {"name": "X", "noise": "laplace", "rmse": 1.0,
-                                                             "plan": "Identity", "scale": 1000}),
+                                                             "plan": "Identity", "records": 1000}),
     "negative scale": lambda d: d.__setitem__("pick", {"name": "X", "noise": "laplace", "rmse": 1.0,
-                                                      "plan": "DAWA", "scale": -5}),
+                                                      "plan": "DAWA", "records": -5}),
     "no scale": lambda d: d.__setitem__("pick", {"name": "X", "noise": "laplace", "rmse": 1.0, "plan": "DAWA"}),
     "bad budget": lambda d: d.__setitem__("budget", {"kind": "zcdp", "value": "abc"}),
     "zero budget": lambda d: d.__setitem__("budget", {"kind": "zcdp", "rho": "0"}),
@@ -366,14 +366,14 @@ def test_a_workload_of_no_rows_is_refused_by_name(workload):
         ek.advise([4], workload, ek.PureDP(1.0), time_limit=5)
 
 
-def test_a_shape_without_a_scale_is_refused_rather_than_ignored(capsys):
+def test_a_shape_without_a_record_count_is_refused_rather_than_ignored(capsys):
     assert main(["advise", "--workload", "prefix:64", "--shape", "skewed", "--time-limit", "5", "--no-progress"]) == 2
-    assert "with scale" in capsys.readouterr().err
+    assert "with records (the public number of records)" in capsys.readouterr().err
 
 
 def test_a_shape_the_replay_has_no_dataset_of_gives_advice_without_evidence():
     """No 2-D dataset of the replay is smooth: the whole advice failed, after running every selector."""
-    advice = ek.advise([16, 16], ek.workload.RandomRange((16, 16), 20, seed=0), ek.PureDP(1.0), scale=1000, shape="smooth",
+    advice = ek.advise([16, 16], ek.workload.RandomRange((16, 16), 20, seed=0), ek.PureDP(1.0), records=1000, shape="smooth",
                        time_limit=5)
     assert advice.pick is not None and not [r for r in advice.rows if r.status == "evidence"]
     assert any("no 2-D dataset of shape 'smooth'" in note for note in advice.notes)
@@ -383,7 +383,7 @@ def test_an_unknown_shape_is_refused_before_any_selector_runs(monkeypatch):
     advise_module = importlib.import_module("ektelo_ng.operators.advice.advise")
     monkeypatch.setattr(advise_module, "Worker", None)  # no selector may run
     with pytest.raises(ValueError, match="unknown shape label 'weird'"):
-        ek.advise([64], ek.workload.Prefix(64), ek.PureDP(1.0), scale=100, shape="weird", time_limit=5)
+        ek.advise([64], ek.workload.Prefix(64), ek.PureDP(1.0), records=100, shape="weird", time_limit=5)
 
 
 def test_hdmm_s_templates_are_looked_up_once_per_advice(monkeypatch):

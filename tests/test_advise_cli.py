@@ -18,7 +18,7 @@ def test_advise_explains_itself(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["advise", "--help"])
     text = capsys.readouterr().out
-    assert all(word in text for word in ("--time-limit", "--out", "--scale", "sqrt(2 rho)", "YAML"))
+    assert all(word in text for word in ("--time-limit", "--out", "--records", "sqrt(2 rho)", "YAML"))
 
 
 def test_json_output_ranks_and_names_the_pick(capsys):
@@ -93,7 +93,7 @@ def test_the_saved_pick_is_what_run_measures(tmp_path, capsys):
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs the [plot] extra")
 def test_plot_draws_error_against_budget(tmp_path, capsys):
     figure = tmp_path / "advice.png"
-    assert main(["advise", "--workload", "prefix:64", "--budget", "rho=0.5", "--scale", "10000",
+    assert main(["advise", "--workload", "prefix:64", "--budget", "rho=0.5", "--records", "10000",
                  "--plot", str(figure), "--no-progress"]) == 0
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and figure.stat().st_size > 10_000
 

@@ -77,8 +77,8 @@ CASES = {
     "Identity-laplace": vector_case(lambda W: identity(32), ek.PureDP(1)),
     "HB-laplace": vector_case(lambda W: hb(256), ek.PureDP(1), sizes=(256,)),  # a tree: up to 128 cells HB is Identity
     "HB-gaussian": vector_case(lambda W: hb(256).with_noise("gaussian"), ek.ZCDP(0.5), sizes=(256,)),
-    "HDMM-laplace": vector_case(lambda W: hdmm(W, "laplace", seed=0), ek.PureDP(1)),
-    "HDMM-gaussian-2d": vector_case(lambda W: hdmm(W, "gaussian", seed=0), ek.ZCDP(0.5), sizes=(4, 8)),
+    "HDMM-laplace": vector_case(lambda W: hdmm(W, noise="laplace", seed=0), ek.PureDP(1)),
+    "HDMM-gaussian-2d": vector_case(lambda W: hdmm(W, noise="gaussian", seed=0), ek.ZCDP(0.5), sizes=(4, 8)),
     "ResidualPlanner": marginal_case(lambda d: residual_planner(d, [(0, 1), (1, 2), (0, 2)]), ek.ZCDP(0.5)),
     "QuerySmasher": query_case(ek.ZCDP(0.5)),
 }

@@ -55,14 +55,14 @@ def ops(session, op):
 
 
 CASES = [(name, shape, scale) for name in NEW for shape in [(64,), (16, 16)] for scale in [None, 2000]
-         if len(shape) in info[name].dimensions and (scale is None or info[name].public_scale)]
+         if len(shape) in info[name].dimensions and (scale is None or info[name].public_records)]
 
 
 @pytest.mark.parametrize("name, shape, scale", CASES)
 def test_plans_spend_exactly_their_budget(name, shape, scale):
     columns, domain = table_of(skewed_counts(shape))
     session = ek.protect(columns, domain, ek.PureDP(EPSILON), seed=1)
-    params = {**info[name].defaults, **({} if scale is None else {"scale": scale})}
+    params = {**info[name].defaults, **({} if scale is None else {"records": scale})}
     estimate = catalog[name](session.source, workload_for(shape), ek.PureDP(EPSILON), **params).x
     assert estimate.shape == (domain.size,) and np.all(np.isfinite(estimate))
     assert session.budget.spent == ek.PureDP(EPSILON)
@@ -71,8 +71,8 @@ def test_plans_spend_exactly_their_budget(name, shape, scale):
 def test_catalog_entries():
     assert info["DPCube"].dimensions == info["DPCube+"].dimensions == info["MWEM*"].dimensions == (1, 2)
     assert info["AHP*"].dimensions == (1, 2) and info["DPCube"].defaults == {"gz": 11, "alpha": 0.5}
-    assert info["MWEM*"].public_scale and info["AHP*"].public_scale
-    assert not info["DPCube"].public_scale and not info["DPCube+"].public_scale
+    assert info["MWEM*"].public_records and info["AHP*"].public_records
+    assert not info["DPCube"].public_records and not info["DPCube+"].public_records
     assert catalog["MWEM*"] is mwem.mwem_star and catalog["AHP*"] is ahp.ahp_star
 
 
@@ -346,18 +346,18 @@ def mwem_star_rounds(counts, epsilon, **params):
 
 
 @pytest.mark.parametrize("low, rounds", mwem.MWEM_STAR_ROUNDS)
-def test_mwem_star_runs_the_rounds_its_table_gives_for_a_public_scale(low, rounds):
+def test_mwem_star_runs_the_rounds_its_table_gives_for_a_public_records(low, rounds):
     counts = skewed_counts((64,), 500)  # 64 prefix queries: MWEM measures each at most once
     signal = max(low * 1.01, 1.0)  # inside this row (rows are at least a factor sqrt(10) apart)
     assert mwem.by_signal(mwem.MWEM_STAR_ROUNDS, signal) == rounds
-    assert mwem_star_rounds(counts, Fraction(signal / 500), scale=500) == rounds
+    assert mwem_star_rounds(counts, Fraction(signal / 500), records=500) == rounds
 
 
 def test_mwem_star_rows_start_at_their_signal_and_a_noisy_total_picks_the_row():
     counts = skewed_counts((16,), 2000)
     table = ((0, 1), (200, 2), (2000, 3), (20000, 4))
-    assert mwem_star_rounds(counts, 1, scale=2000, table=table) == 3  # signal exactly 2000
-    assert mwem_star_rounds(counts, 1, scale=1999, table=table) == 2
+    assert mwem_star_rounds(counts, 1, records=2000, table=table) == 3  # signal exactly 2000
+    assert mwem_star_rounds(counts, 1, records=1999, table=table) == 2
     # noisy total with eps 1/20: noise scale 20, so eps * total lies far inside [200, 20000)
     assert mwem_star_rounds(counts, 1, table=table, total_share="1/20") in (2, 3)
     assert mwem_star_rounds(counts, 1, table=((0, 2), (3000, 5))) == 2
@@ -366,11 +366,11 @@ def test_mwem_star_rows_start_at_their_signal_and_a_noisy_total_picks_the_row():
 def test_run_takes_the_rounds_from_the_record_count():
     columns, domain = table_of(skewed_counts((16,), 2000))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
-    run = mwem.mwem(session.source, wl.Prefix(16), ek.PureDP(1), rounds=lambda records: int(records) // 500, scale=2000)
+    run = mwem.mwem(session.source, wl.Prefix(16), ek.PureDP(1), rounds=lambda records: int(records) // 500, records=2000)
     assert len(run.selected) == 4 and len(run.measurements) == 4
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
     with pytest.raises(ValueError, match="rounds must be a positive number, got 0"):
-        mwem.mwem(session.source, wl.Prefix(16), ek.PureDP(1), rounds=lambda records: 0, scale=2000)
+        mwem.mwem(session.source, wl.Prefix(16), ek.PureDP(1), rounds=lambda records: 0, records=2000)
 
 
 @pytest.mark.parametrize("params, message", [
@@ -378,7 +378,7 @@ def test_run_takes_the_rounds_from_the_record_count():
     ({"table": ((0, 5), (100, 6), (50, 7))}, r"increasing from 0, got \[0.0, 100.0, 50.0\]"),
     ({"table": ((0, 0),)}, "rounds must be a positive number, got 0"),
     ({"table": (5,)}, "rows"),
-    ({"scale": -3}, "positive record count"),
+    ({"records": -3}, "public record count"),
     ({"total_share": 1}, "total_share"),
 ])
 def test_mwem_star_refuses_bad_parameters_before_spending(params, message):
@@ -404,13 +404,13 @@ def ahp_star_partition_epsilon(counts, epsilon, **params):
 def test_ahp_star_takes_rho_from_its_table_and_runs_on_what_the_total_leaves():
     counts = skewed_counts((32,), 1000)
     table = ((0, (0.5, 0.35)), (400, (0.75, 1.0)))
-    assert ahp_star_partition_epsilon(counts, 1, scale=1000, table=table) == Fraction(3, 4)
-    assert ahp_star_partition_epsilon(counts, Fraction(1, 5), scale=1000, table=table) == Fraction(1, 10)
+    assert ahp_star_partition_epsilon(counts, 1, records=1000, table=table) == Fraction(3, 4)
+    assert ahp_star_partition_epsilon(counts, Fraction(1, 5), records=1000, table=table) == Fraction(1, 10)
     # noisy total with 1/10 of eps = 1: signal ~ 1000 picks rho 0.75 of the remaining 9/10
     assert ahp_star_partition_epsilon(counts, 1, total_share="1/10", table=table) == Fraction(27, 40)
     low, (rho, _) = ahp.AHP_STAR_PARAMETERS[-1]
     epsilon = Fraction(max(low * 2, 1.0)) / 1000
-    assert ahp_star_partition_epsilon(counts, epsilon, scale=1000) == ek.PureDP(rho).epsilon * epsilon
+    assert ahp_star_partition_epsilon(counts, epsilon, records=1000) == ek.PureDP(rho).epsilon * epsilon
 
 
 @pytest.mark.parametrize("table, message", [
@@ -421,5 +421,5 @@ def test_ahp_star_refuses_bad_tables_before_spending(table, message):
     columns, domain = table_of(skewed_counts((16,)))
     session = ek.protect(columns, domain, ek.PureDP(1), seed=0)
     with pytest.raises(ValueError, match=message):
-        ahp.ahp_star(session.source, wl.Prefix(16), ek.PureDP(1), scale=100, table=table)
+        ahp.ahp_star(session.source, wl.Prefix(16), ek.PureDP(1), records=100, table=table)
     assert session.budget.spent == ek.PureDP.zero()

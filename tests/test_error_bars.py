@@ -11,7 +11,7 @@ from ektelo_ng.operators.matrix import AllRange, Dense, Identity, Intervals, Kro
 from ektelo_ng.operators import covariance
 from ektelo_ng.operators.estimate import VectorEstimate
 from ektelo_ng.operators.inference import least_squares
-from ektelo_ng.operators.intervals import (
+from ektelo_ng.operators.confidence import (
     bound_halfwidths, central_probability, chernoff_factor, laplace_halfwidth, normal_halfwidths,
 )
 from ektelo_ng.operators.matrices import Prefix
@@ -199,7 +199,7 @@ def test_data_dependent_plans_say_what_their_error_bars_leave_out():
     dawa = plans.catalog["DAWA"](session.source, W, ek.PureDP(1))
     assert "given what the plan chose privately (the partition)" in dawa.note and "can under-cover" in dawa.note
     assert np.all(np.isfinite(dawa.variances(W)))
-    mwem = plans.catalog["MWEM"](session.source, W, ek.PureDP(1), scale=300)
+    mwem = plans.catalog["MWEM"](session.source, W, ek.PureDP(1), records=300)
     assert np.all(np.isnan(mwem.variances(W))) and mwem.intervals(W).method.startswith("unavailable")
     assert len(mwem.selected) == 10 and len(mwem.measurements) == 10
     hb = plans.catalog["HB"](session.source, W, ek.PureDP(1))

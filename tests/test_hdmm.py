@@ -24,7 +24,7 @@ from ektelo_ng.operators.matrix import (
     Total,
     VStack,
 )
-from ektelo_ng.operators.matrices import Marginals, Prefix, WidthRange
+from ektelo_ng.operators.matrices import MarginalStack, Prefix, WidthRange
 from ektelo_ng.operators.algebra import pinv
 from ektelo_ng.operators.error import expected_error, svd_bound
 from ektelo_ng.operators.measurement import Measurement
@@ -400,12 +400,12 @@ def test_marginal_loss_matches_dense_error_and_finite_differences(noise):
     lattice = marg.Lattice(sizes)
     rng = np.random.default_rng(8)
     conjunctive = VStack([Kronecker([Prefix(2), Total(3), AllRange(4)]), Kronecker([Identity(2), Prefix(3), Total(4)]) * 2.0])
-    for W in [Marginals(sizes, itertools.combinations(range(3), 2)), conjunctive]:
+    for W in [MarginalStack(sizes, itertools.combinations(range(3), 2)), conjunctive]:
         kappa_w = lattice.Y(marg.marginal_approximation(product_terms(W), lattice))
         objective = marg.MarginalObjective(kappa_w, lattice, noise)
         theta = rng.uniform(0.1, 1, lattice.shape)
         theta[1, 1, 1] = 0.0  # not invertible, still supports W
-        A = Marginals(sizes, {lattice.subsets(a): float(theta[a]) for a in zip(*np.nonzero(theta))})
+        A = MarginalStack(sizes, {lattice.subsets(a): float(theta[a]) for a in zip(*np.nonzero(theta))})
         loss, grad = objective(theta)
         assert (2 if noise == "laplace" else 1) * loss == pytest.approx(dense_error(W, A, noise), rel=1e-9)
         assert np.allclose(grad, numeric_gradient(lambda t: objective(t)[0], theta), rtol=1e-5)
@@ -418,10 +418,10 @@ def test_erratum_1_objective_needs_factor_n():
     sizes = (2, 3, 4)
     lattice = marg.Lattice(sizes)
     points, _, X, _ = dense_lattice(sizes)
-    W = Marginals(sizes, itertools.combinations(range(3), 2))
+    W = MarginalStack(sizes, itertools.combinations(range(3), 2))
     w = marg.marginal_approximation(product_terms(W), lattice)
     theta = np.random.default_rng(9).uniform(0.2, 1, lattice.shape)  # theta_full > 0: invertible
-    A = Marginals(sizes, {lattice.subsets(a): float(theta[a]) for a in points})
+    A = MarginalStack(sizes, {lattice.subsets(a): float(theta[a]) for a in points})
     printed = theta.sum() ** 2 * np.ones(8) @ np.linalg.solve(X((theta**2).ravel()), w.ravel())
     truth = dense_error(W, A) / 2
     assert truth == pytest.approx(24 * printed)  # n = 2 * 3 * 4
@@ -430,7 +430,7 @@ def test_erratum_1_objective_needs_factor_n():
 
 def test_erratum_2_svd_bound_multiplicity():
     sizes = (2, 3, 4)
-    W = Marginals(sizes, itertools.combinations(range(3), 2))
+    W = MarginalStack(sizes, itertools.combinations(range(3), 2))
     brute = np.linalg.svd(W.dense(), compute_uv=False).sum() ** 2 / 24
     assert brute == pytest.approx(50.85, abs=0.005)
     lattice = marg.Lattice(sizes)
@@ -465,7 +465,7 @@ def test_erratum_3_eigen_form_pseudo_inverse():
 def test_gaussian_closed_form_attains_svd_bound_when_valid():
     # Thm 13: a valid closed form is optimal (equals SVDB).
     sizes = (3, 4, 5)
-    W = Marginals(sizes, [(0,), (0, 1), (0, 2)])
+    W = MarginalStack(sizes, [(0,), (0, 1), (0, 2)])
     lattice = marg.Lattice(sizes)
     kappa_w = lattice.Y(marg.marginal_approximation(product_terms(W), lattice))
     theta, valid = marg.gaussian_closed_form(kappa_w, lattice)
@@ -478,7 +478,7 @@ def test_gaussian_closed_form_attains_svd_bound_when_valid():
 
 
 def test_journal_example_17_all_two_way_marginals():
-    W = Marginals((2, 5, 50, 100), itertools.combinations(range(4), 2))
+    W = MarginalStack((2, 5, 50, 100), itertools.combinations(range(4), 2))
     lattice = marg.Lattice((2, 5, 50, 100))
     kappa_w = lattice.Y(marg.marginal_approximation(product_terms(W), lattice))
     as_strategy = np.where(marg.marginal_approximation(product_terms(W), lattice) > 0, 1.0, 0.0)
@@ -520,7 +520,7 @@ def test_reconstruct_is_least_squares_for_every_strategy_kind():
 
 
 def test_marginal_strategy_error_matches_operators_error_and_reconstructs_workload():
-    W = Marginals((3, 4, 2, 5), itertools.combinations(range(4), 2))
+    W = MarginalStack((3, 4, 2, 5), itertools.combinations(range(4), 2))
     strategy = opt_marginals(W, seed=1)
     assert strategy.expected_error() == pytest.approx(expected_error(W, strategy.matrix), rel=1e-8)
     x = np.random.default_rng(12).integers(0, 5, size=120).astype(float)
@@ -528,7 +528,7 @@ def test_marginal_strategy_error_matches_operators_error_and_reconstructs_worklo
 
 
 def test_hdmm_picks_the_best_candidate_and_falls_back_to_identity():
-    W = Marginals((2, 5, 50, 100), itertools.combinations(range(4), 2))
+    W = MarginalStack((2, 5, 50, 100), itertools.combinations(range(4), 2))
     best = hdmm(W, seed=0, restarts=2)
     assert best.expected_error() <= opt_plus(W, seed=0).expected_error()
     assert svd_bound(best.workload, best.noise) <= best.expected_error()
@@ -549,7 +549,7 @@ def test_the_one_svd_bound_takes_the_marginal_closed_form_where_it_applies():
     W = VStack([Kronecker([Prefix(4), Total(3)]), Kronecker([Identity(4), AllRange(3)])])
     assert marg.marginal_svdb(W) is None  # not a marginal workload: singular values of its Gram
     assert svd_bound(W) == pytest.approx(2 * _svdb(W))
-    marginal = Marginals((3, 4, 2), [(0, 1), (2,)])
+    marginal = MarginalStack((3, 4, 2), [(0, 1), (2,)])
     closed = marg.marginal_svdb(marginal)
     assert closed == pytest.approx(_svdb(marginal))  # J Thm 12 (corrected) against the dense singular values
     assert svd_bound(marginal, "gaussian") == pytest.approx(closed)
@@ -560,8 +560,8 @@ def test_rmse_on_cps_all_marginals_is_the_optimizers_own_error_journal_table_6()
     """HDMM J Table 6, CPS (100, 50, 7, 4, 2), all 32 marginals, epsilon 1, Laplace: HDMM 4.84, SVDB 2.63. ``rmse()``
     reads the optimizer's error: the generic path would need a 280,000 x 280,000 Gram (it raised)."""
     sizes = (100, 50, 7, 4, 2)
-    W = Marginals(sizes, [s for k in range(6) for s in itertools.combinations(range(5), k)])
-    strategy = hdmm(W, "laplace", seed=0)
+    W = MarginalStack(sizes, [s for k in range(6) for s in itertools.combinations(range(5), k)])
+    strategy = hdmm(W, noise="laplace", seed=0)
     assert strategy.rmse() == pytest.approx(4.84, abs=0.005)
     assert strategy.rmse() == pytest.approx(math.sqrt(strategy.expected_error() / W.shape[0]), rel=1e-12)
     assert math.sqrt(svd_bound(W) / W.shape[0]) == pytest.approx(2.63, abs=0.005)

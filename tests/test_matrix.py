@@ -33,7 +33,7 @@ from ektelo_ng.operators.matrix import (
     VStack,
     from_spec,
 )
-from ektelo_ng.operators.matrices import Haar, Hierarchical, Marginals, Prefix, Suffix, WidthRange
+from ektelo_ng.operators.matrices import Haar, Hierarchical, MarginalStack, Prefix, Suffix, WidthRange
 from ektelo_ng.operators.algebra import Sum, frobenius_squared, gram, pinv, row_subset, rows, trace
 from ektelo_ng.operators.specs import to_spec
 
@@ -329,7 +329,7 @@ def test_kronecker_matches_row_major_convention():
 
 def test_marginals_are_weighted_kronecker_unions():
     sizes = (2, 3, 4)
-    M = Marginals(sizes, {(0,): 2.0, (1, 2): 1.0, (): 0.5})
+    M = MarginalStack(sizes, {(0,): 2.0, (1, 2): 1.0, (): 0.5})
     blocks = [
         2.0 * np.kron(np.kron(np.eye(2), np.ones((1, 3))), np.ones((1, 4))),
         np.kron(np.kron(np.ones((1, 2)), np.eye(3)), np.eye(4)),
@@ -357,7 +357,7 @@ def test_numpy_ufuncs_refuse_operator_objects():
         (lambda: Haar(6), "power-of-two"),
         (lambda: Dense([[np.nan]]), "finite"),
         (lambda: WidthRange(3, 4), "exceeds"),
-        (lambda: Marginals([2, 3], [(0, 5)]), "attribute positions"),
+        (lambda: MarginalStack([2, 3], [(0, 5)]), "attribute positions"),
         (lambda: Prefix(3) * float("inf"), "finite"),
     ],
 )

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from ektelo_ng.kernel.limits import Limits, Work
 from ektelo_ng.kernel.matrix import SealedMatrix
-from ektelo_ng.operators.matrices import Haar, Hierarchical, Marginals, Prefix, Suffix, WidthRange
+from ektelo_ng.operators.matrices import Haar, Hierarchical, MarginalStack, Prefix, Suffix, WidthRange
 from ektelo_ng.operators.matrix import (
     AllRange, Dense, Diagonal, Fourier, Identity, Intervals, Kronecker, Ones, Product, Ranges, Sparse, Transpose,
     VStack,
@@ -42,7 +42,7 @@ def check(A, seed: int = 0) -> SealedMatrix:
     (Hierarchical(9, 3, include_root=False), ["ranges"]), (Haar(8), ["sparse"]), (Fourier(8, 5), ["fourier"]),
     (Ranges([3, 4], [[0, 1], [2, 0]], [[1, 3], [2, 2]]), ["ranges"]), (Identity(4), ["identity"]),
     (Ones(2, 3), ["ones"]), (Diagonal([1.0, -2.5, 0.0]), ["identity"]),
-    (Marginals([2, 3], {(0,): 2.0, (): 1.0}), ["identity", "ones", "ones", "ones"]),
+    (MarginalStack([2, 3], {(0,): 2.0, (): 1.0}), ["identity", "ones", "ones", "ones"]),
     (Kronecker([Prefix(3), Dense([[0.5, 2.0]])]), ["ranges", "dense"]),
     (Product([Diagonal([1.0, 2.0, 3.0]), Intervals(4, [0, 1, 0], [3, 2, 0])]), ["ranges"]),
     (PIdentity(np.array([[1.0, 0.5, 0.0, 2.0]])), ["identity", "dense"]),

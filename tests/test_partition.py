@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ektelo_ng.operators.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
-from ektelo_ng.operators.matrices import Marginals, Prefix
+from ektelo_ng.operators.matrices import MarginalStack, Prefix
 from ektelo_ng.operators import partition
 from ektelo_ng.operators.partition import Partition
 from ektelo_ng.operators.workload import RandomRange
@@ -82,7 +82,7 @@ WORKLOADS = {
     "random-range": RandomRange(64, 6, seed=2),
     "random-range-2d": RandomRange((12, 10), 5, seed=1),
     "all-range": AllRange(16),
-    "two-marginals": Marginals([3, 4, 5], [(0,), (2,)]),
+    "two-marginals": MarginalStack([3, 4, 5], [(0,), (2,)]),
     "weighted-dense": Dense(np.repeat(np.random.default_rng(0).normal(size=(4, 7)), [1, 3, 2, 1, 4, 2, 1], axis=1)),
     "union": VStack([Kronecker([Total(6), Identity(2)]), Kronecker([Identity(6), Total(2)]) * 0.5]),
 }

@@ -63,11 +63,11 @@ def test_the_model_is_at_least_as_accurate_as_least_squares_on_measured_marginal
 def test_hdmm_marginal_measurements_of_the_data_vector_fit_too():
     """HDMM's marginal strategy (OPT_M) measures the whole data vector with a stack of weighted marginals; the fit
     cuts it into one piece per marginal. Five seeds: its L1 error on the workload is at most least squares'."""
-    from ektelo_ng.operators.matrices import Marginals
+    from ektelo_ng.operators.matrices import MarginalStack
     from ektelo_ng.operators.selection.hdmm.select import opt_marginals
 
     sizes = list(DOMAIN.values())
-    strategy = opt_marginals(Marginals(sizes, {(0, 1): 1.0, (1, 2): 1.0}), noise="gaussian")
+    strategy = opt_marginals(MarginalStack(sizes, {(0, 1): 1.0, (1, 2): 1.0}), noise="gaussian")
     fitted, least = [], []
     for seed in range(5):
         columns = skewed_table(seed)

@@ -104,7 +104,7 @@ def test_uniform_grid_empirical_error_matches_expected_error(workload):
     session = ek.protect(columns, domain, ek.PureDP(epsilon * RUNS), seed=6)
     vector = session.source.vectorize()
     truth = W @ true_vector(columns, domain)
-    errors = [np.sum((W @ grids.uniform_grid(vector, W, ek.PureDP(epsilon), shape=shape, scale=200).x - truth) ** 2)
+    errors = [np.sum((W @ grids.uniform_grid(vector, W, ek.PureDP(epsilon), shape=shape, records=200).x - truth) ** 2)
               for _ in range(RUNS)]
     A = classic.uniform_grid(shape, 200, float(epsilon)).matrix  # about N eps / 10 = 10 cells
     assert 1 < A.shape[0] < 64  # a real grid, neither one cell nor the identity

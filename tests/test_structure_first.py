@@ -147,14 +147,14 @@ def test_structure_first_as_dpbench_spends_its_budget_and_resolves_every_cell():
     estimated (no averaging within buckets, unlike SF+), and the plan spends exactly its budget."""
     x = np.concatenate([np.full(20, 30), np.zeros(30, int), np.full(14, 8), np.arange(16)])
     s = _session(x, ek.PureDP(20_000))
-    estimate = structure_first(s.source, Prefix(x.size), ek.PureDP(20_000), scale=int(x.sum()))
+    estimate = structure_first(s.source, Prefix(x.size), ek.PureDP(20_000), records=int(x.sum()))
     assert s.budget.spent == ek.PureDP(20_000)
     assert np.abs(estimate - x).max() < 0.5
     low = _session(x, ek.PureDP("0.1"), seed=2)
     estimate = structure_first(low.source, Prefix(x.size), ek.PureDP("0.1"))  # N from a noisy total
     assert low.budget.spent == ek.PureDP("0.1") and np.all(np.isfinite(estimate))
     tiny = _session(np.array([3, 0, 5]), ek.PureDP(1000))  # one bucket: no structure step, all on the tree
-    assert np.abs(np.asarray(structure_first(tiny.source, Prefix(3), ek.PureDP(1000), scale=8)) - [3, 0, 5]).max() < 0.5
+    assert np.abs(np.asarray(structure_first(tiny.source, Prefix(3), ek.PureDP(1000), records=8)) - [3, 0, 5]).max() < 0.5
     assert tiny.budget.spent == ek.PureDP(1000)
 
 

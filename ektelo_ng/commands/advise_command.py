@@ -31,11 +31,11 @@ def register(subcommands) -> None:
             "time limit, and rank them by their expected error at the budget: RMSE per query and max variance, the "
             "selection time, what measuring costs (cells the kernel counts, requests, noisy answers) and whether "
             "the full data vector is needed; the SVD lower bound where computable. Under zCDP, Laplace strategies "
-            "spend epsilon = sqrt(2 rho). With --scale (the public record count), 1-D and 2-D workloads also get "
+            "spend epsilon = sqrt(2 rho). With --records (the public record count), 1-D and 2-D workloads also get "
             "the DPBench replay's measured errors of the data-dependent plans (DAWA, AHP, MWEM, ...). --out saves "
             "the pick for 'ektelo-ng run ADVICE.json' and the Advised plan."
         ),
-        epilog="example: ektelo-ng advise --workload prefix:1024 --budget rho=0.5 --scale 100000 --out strategy.json",
+        epilog="example: ektelo-ng advise --workload prefix:1024 --budget rho=0.5 --records 100000 --out strategy.json",
     )
     parser.add_argument("--workload", default="allrange:256",
                         help=f"{HELP}; with --domain, also its marginals: {MARGINALS_HELP}; or {FILE_HELP} "
@@ -49,10 +49,10 @@ def register(subcommands) -> None:
                         help="seconds for the whole advice; a selector still running is stopped (default 60)")
     parser.add_argument("--objective", choices=["rmse", "max-variance"], default="rmse",
                         help="rank by RMSE per query (default) or by the largest variance of any query")
-    parser.add_argument("--scale", type=float,
+    parser.add_argument("--records", type=float,
                         help="the table's public number of records: adds the data-dependent plans' measured errors")
     parser.add_argument("--shape", choices=shape_labels(),
-                        help="with --scale: only evidence from replayed datasets of this shape")
+                        help="with --records: only evidence from replayed datasets of this shape")
     parser.add_argument("--max-cells", type=float, default=DEFAULT_MAX_CELLS,
                         help=f"largest data vector a strategy may measure (default {DEFAULT_MAX_CELLS:.0e})")
     parser.add_argument("--seed", type=int, default=0, help="seed of HDMM's random starts (no data involved)")
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     progress = _Progress(enabled=not args.no_progress and not args.json)
     try:
         advice = advise(domain, workload, budget, noise=args.noise, time_limit=args.time_limit,
-                        objective=args.objective.replace("-", "_"), weights=weights, scale=args.scale,
+                        objective=args.objective.replace("-", "_"), weights=weights, records=args.records,
                         shape=args.shape, max_cells=int(args.max_cells), seed=args.seed, restarts=args.restarts,
                         progress=progress)
     finally:

@@ -32,7 +32,7 @@ from ektelo_ng.kernel.limits import Limits
 from ektelo_ng.kernel.service import Kernel
 from ektelo_ng.session import BACKENDS, check_writable, connect, open_table, protect, write_columns
 from ektelo_ng.operators.budget import Budget, accounted
-from ektelo_ng.operators.matrices import Marginals
+from ektelo_ng.operators.matrices import MarginalStack
 from ektelo_ng.operators.matrix import Identity
 from ektelo_ng.operators.client import Session
 from ektelo_ng.operators.estimate import Estimate, VectorEstimate
@@ -253,7 +253,7 @@ def plan_workload(args: argparse.Namespace, domain: Domain):
     if not args.workload:
         return Identity(domain.size) if _vector_plan(_catalog_name(args)) else None
     workload = parse_workload_option(args.workload, domain)
-    if _catalog_name(args) in QUERIES_ON_MARGINALS and isinstance(workload, Marginals):
+    if _catalog_name(args) in QUERIES_ON_MARGINALS and isinstance(workload, MarginalStack):
         return [(subset, Identity(math.prod(domain.sizes[a] for a in subset))) for subset in workload.subsets]
     return workload
 

@@ -79,8 +79,8 @@ def run_setting(
         entry = info[algorithm]
         seed = None if secure else setting.noise_seed(algorithm, epsilon)
         options = {**entry.defaults, **params.get(algorithm, {})}
-        if public_scale and entry.public_scale:
-            options["scale"] = setting.scale
+        if public_scale and entry.public_records:  # DPBench's scale is the plan's public record count
+            options["records"] = setting.scale
         row: Row = dict(zip(KEY_COLUMNS, setting.run_key(algorithm, epsilon)))
         row.update(seed="" if seed is None else str(seed), data_seed=str(setting.data_seed), error="")
         session = protect(table, domain, PureDP(epsilon), seed=seed)

@@ -138,7 +138,7 @@ class Advice:
         spent = for_noise(budget, row.noise)
         if row.status == "evidence":
             identity = self._identity_rmse(spent)
-            n_eps = self.settings["scale"] * float(spent.epsilon)
+            n_eps = self.settings["records"] * float(spent.epsilon)
             found = evidence.evidence(row.evidence.dims, self.workload.cells, n_eps, self.settings["shape"])
             return identity * next(e.typical for e in found if e.algorithm == row.evidence.algorithm)
         return row.rmse * math.sqrt(variance_factor(spent, row.noise) / variance_factor(row.budget, row.noise))
@@ -174,7 +174,7 @@ def advise(
     time_limit: float = 60.0,
     objective: Objective = "rmse",
     weights: Sequence[float] | None = None,
-    scale: float | None = None,
+    records: float | None = None,
     shape: str | None = None,
     max_cells: int = DEFAULT_MAX_CELLS,
     seed: int = 0,
@@ -187,14 +187,14 @@ def advise(
     marginals, each matrix a kernel Matrix, an array or lists of rows (``weights``: one per item). ``budget``:
     ek.PureDP, ek.ZCDP or ek.ApproxDP (a bare number is refused). ``noise``: only Laplace or only Gaussian strategies
     (default: all the budget allows). ``time_limit``: seconds for the whole advice; a selector still running at
-    its slot's end is stopped and listed as skipped. ``scale``: the table's public number of records, which
+    its slot's end is stopped and listed as skipped. ``records``: the table's public number of records, which
     brings in the DPBench evidence on data-dependent plans for 1-D and 2-D workloads (``shape``: restrict it to
     replayed datasets of one shape label). ``max_cells``: the largest data vector a strategy may measure.
     ``seed``, ``restarts``: HDMM's random starts. ``progress``: called as ``progress(name, k, total)`` before the
     k-th selector (from 0) runs.
     """
     start = time.perf_counter()
-    _check_settings(time_limit, objective, scale, shape, max_cells, seed, restarts)
+    _check_settings(time_limit, objective, records, shape, max_cells, seed, restarts)
     budget, conversions = _accounted(budget)
     workload = QueryWorkload.of(domain, workload, weights)
     noises = _noises(noise, budget)
@@ -205,13 +205,13 @@ def advise(
     rows = [Row(c.name, c.family, c.noise, "skipped", reason) for c, reason in plan if reason]
     found, svd_bounds = _run(runnable, workload, budget, noises, deadline, (seed, restarts, max_cells), progress)
     rows += list(found.values())
-    settings = {"scale": scale, "shape": shape, "max_cells": max_cells, "seed": seed, "restarts": restarts,
+    settings = {"records": records, "shape": shape, "max_cells": max_cells, "seed": seed, "restarts": restarts,
                 "noise": noise}
     notes = []
-    if scale is not None:
-        notes += _evidence_rows(rows, workload, budget, scale, shape)
+    if records is not None:
+        notes += _evidence_rows(rows, workload, budget, records, shape)
     elif len(workload.domain) <= 2:
-        notes.append("give the table's public number of records (scale) to compare data-dependent plans "
+        notes.append("give the table's public number of records (records) to compare data-dependent plans "
                      "(DAWA, AHP, MWEM, ...) from the DPBench replay's measured errors")
     rows = _ranked(rows, objective)
     pick = _pick(rows, objective)
@@ -219,16 +219,16 @@ def advise(
                   time.perf_counter() - start, time_limit, settings)
 
 
-def _check_settings(time_limit, objective, scale, shape, max_cells, seed, restarts) -> None:
+def _check_settings(time_limit, objective, records, shape, max_cells, seed, restarts) -> None:
     """Refuse bad settings by name, before anything runs."""
     if not (math.isfinite(time_limit) and time_limit > 0):
         raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit}")
     if objective not in ("rmse", "max_variance"):
         raise ValueError(f"objective must be 'rmse' or 'max_variance', got {objective!r}")
-    if scale is not None and not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale (the public number of records) must be positive, got {scale}")
-    if shape is not None and scale is None:
-        raise ValueError(f"shape {shape!r} restricts the DPBench evidence, which comes with scale (the public "
+    if records is not None and not (math.isfinite(records) and records > 0):
+        raise ValueError(f"records (the public number of records) must be positive, got {records}")
+    if shape is not None and records is None:
+        raise ValueError(f"shape {shape!r} restricts the DPBench evidence, which comes with records (the public "
                          "number of records): give both")
     if shape is not None and shape not in evidence.shape_labels():
         raise ValueError(f"unknown shape label {shape!r}; the labels are {', '.join(evidence.shape_labels())}")
@@ -341,14 +341,14 @@ def _objective(row: Row, objective: Objective) -> float:
     return math.inf if value is None else value
 
 
-def _evidence_rows(rows: list[Row], workload: QueryWorkload, budget, scale: float, shape: str | None) -> list[str]:
+def _evidence_rows(rows: list[Row], workload: QueryWorkload, budget, records: float, shape: str | None) -> list[str]:
     """Rows for the data-dependent plans from the DPBench replay (1-D and 2-D), priced against Identity."""
     identity = next((r for r in rows if r.name == "Identity, laplace" and r.status == "ok"), None)
     if len(workload.domain) > 2 or identity is None:
         return ["the DPBench evidence on data-dependent plans covers 1-D and 2-D workloads measured with Laplace "
                 "noise; it does not apply here"]
     spent = for_noise(budget, "laplace")
-    found = evidence.evidence(len(workload.domain), workload.cells, scale * float(spent.epsilon), shape)
+    found = evidence.evidence(len(workload.domain), workload.cells, records * float(spent.epsilon), shape)
     if not found:
         return [f"the DPBench replay has no {len(workload.domain)}-D dataset of shape {shape!r}: no evidence on "
                 "data-dependent plans"]

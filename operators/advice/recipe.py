@@ -26,7 +26,7 @@ from .candidates import FAMILIES, MAX_RESTARTS, Candidate, select, whole_number
 from .workload import QueryWorkload
 
 FORMAT = "ektelo-ng advice"
-VERSION = 1
+VERSION = 2  # 2: the public record count is "records" (was "scale")
 #: Relative agreement required between the rebuilt strategy's unit-noise error and the saved one. HDMM's optimizer
 #: is not bit-reproducible from one process to another (its BLAS reductions), so strategies rebuilt elsewhere
 #: agree to about 1e-5 (6e-6 seen); a changed library or workload moves the error by far more.
@@ -45,7 +45,7 @@ class Saved:
     rmse: float
     strategy: Strategy | None
     plan: str | None
-    scale: float | None = None
+    records: float | None = None
 
 
 def _budget_of(data: dict) -> PureDP | ZCDP:
@@ -63,7 +63,7 @@ def save(advice, path: str | Path) -> None:
         raise ValueError("the advice has no pick to save: no selector applied (see its skipped rows)")
     pick: dict = {"name": row.name, "noise": row.noise, "rmse": row.rmse}
     if row.status == "evidence":
-        pick |= {"plan": row.evidence.algorithm, "scale": advice.settings["scale"]}
+        pick |= {"plan": row.evidence.algorithm, "records": advice.settings["records"]}
     else:
         c = row.candidate
         pick |= {"family": c.family, "option": c.option, "seed": advice.settings["seed"],
@@ -108,7 +108,7 @@ def _rebuilt(text: str, path: str, sizes: tuple[int, ...] | None) -> Saved:
     except (KeyError, TypeError, ValueError) as error:
         raise _invalid(path, error) from None
     if "plan" in pick:
-        return Saved(pick["name"], pick["noise"], workload, budget, pick["rmse"], None, pick["plan"], pick["scale"])
+        return Saved(pick["name"], pick["noise"], workload, budget, pick["rmse"], None, pick["plan"], pick["records"])
     candidate = Candidate(pick["family"], pick["option"], pick["noise"])
     strategy = select(candidate, workload, seed=pick["seed"], restarts=pick["restarts"])
     rebuilt, saved = strategy.expected_error(), pick["unit_error"]
@@ -128,8 +128,8 @@ def _problem(pick: dict) -> str:
     if "plan" in pick:
         if not evidence.is_data_dependent(pick["plan"]):
             return f"plan {pick['plan']!r} is not a data-dependent plan of the DPBench evidence"
-        if pick.get("noise") != "laplace" or not (_at_least(pick.get("scale"), 0) and pick["scale"] > 0):
-            return "a data-dependent pick has Laplace noise and a positive public record count (scale)"
+        if pick.get("noise") != "laplace" or not (_at_least(pick.get("records"), 0) and pick["records"] > 0):
+            return "a data-dependent pick has Laplace noise and a positive public record count (records)"
         return ""
     options, noises = FAMILIES.get(pick.get("family"), ((), ()))
     if pick.get("option") not in options or pick.get("noise") not in noises:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...kernel.domain import Domain
 from ..estimate import unavailable
-from ..intervals import Intervals
+from ..confidence import ConfidenceIntervals
 from ..marginal_estimate import MarginalEstimate
 from .tables import Clique
 
@@ -75,7 +75,7 @@ class Model(MarginalEstimate):
     def cell_covariance(self, subset: tuple[int, ...]) -> None:
         return None
 
-    def intervals(self, W=None, level: float = 0.95, method: str = "auto") -> Intervals:
+    def intervals(self, W=None, level: float = 0.95, method: str = "auto") -> ConfidenceIntervals:
         """No intervals (NaN bounds): the fit is post-processing of the measurements, not an unbiased estimate
         whose variance is known."""
         return unavailable(self.answer(W), level, "a fitted model has no error bars")

@@ -74,8 +74,8 @@ def default_optimizers(W: Matrix) -> tuple[str, ...]:
 
 def hdmm(
     W: Matrix,
-    noise: Noise = "laplace",
     *,
+    noise: Noise = "laplace",
     restarts: int = 3,
     seed: int | None = None,
     optimizers: Sequence[str] | None = None,
@@ -83,7 +83,7 @@ def hdmm(
     """OPT_HDMM: run each optimizer (``restarts`` random starts each) and keep the lowest expected error.
 
     W is a kernel Matrix: a Kronecker product, a (weighted) union of them, a 1-D block or a
-    Marginals. The Identity strategy is always a candidate.
+    MarginalStack. The Identity strategy is always a candidate.
     """
     noise_constant(noise)
     names = default_optimizers(W) if optimizers is None else tuple(optimizers)

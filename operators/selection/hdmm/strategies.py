@@ -17,7 +17,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsmr
 
 from ...matrix import Kronecker, Matrix, VStack
-from ...matrices import Marginals
+from ...matrices import MarginalStack
 from ...algebra import pinv
 from . import marginals as marg
 from .blocks import AttributeBlocks
@@ -83,7 +83,7 @@ class MarginalStrategy(HDMMStrategy):
         theta = theta / (theta.sum() if noise == "laplace" else np.sqrt(np.sum(theta**2)))
         self.lattice, self.theta = lattice, theta
         weights = {lattice.subsets(a): float(theta[a]) for a in zip(*np.nonzero(theta))}
-        super().__init__(workload, Marginals(lattice.sizes, weights), noise, error, "opt_marginals")
+        super().__init__(workload, MarginalStack(lattice.sizes, weights), noise, error, "opt_marginals")
 
     def _structured_solve(self, y: np.ndarray) -> np.ndarray:
         v = self.matrix.T @ y

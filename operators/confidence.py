@@ -36,7 +36,7 @@ SCALE_DIGITS = 10
 
 
 @dataclass(frozen=True)
-class Intervals:
+class ConfidenceIntervals:
     """``lower <= truth <= upper`` with probability ``level`` for each answer; ``method`` says how."""
 
     answers: np.ndarray
