@@ -184,5 +184,6 @@ class ZCDP(_Budget):
         def __init__(self, rho: Amount = ..., /, **data: Any) -> None: ...
 
 
-Budget = Annotated[Union[PureDP, ZCDP], Field(discriminator="kind")]
-"""Either kind of budget, told apart by its ``kind`` field (for the kernel's request models)."""
+Accounted = Annotated[Union[PureDP, ZCDP], Field(discriminator="kind")]
+"""Either kind of budget the kernel accounts, told apart by its ``kind`` field (for its request models); a client's
+``ApproxDP`` is converted to a ``ZCDP`` before it reaches the kernel (``operators.budget``)."""

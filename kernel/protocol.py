@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, NonNegativeI
 from .domain import Domain
 from .matrix.spec import ArrayData, Stack
 from .predicate import Predicate
-from .privacy import Budget, requested_amount
+from .privacy import Accounted, requested_amount
 
 SourceId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 
@@ -287,7 +287,7 @@ class Answer(_Message):
     noise: Literal["laplace", "gaussian"]
     scale: float
     grid: float
-    charge: Budget
+    charge: Accounted
     seeded: bool
 
 
@@ -301,14 +301,14 @@ class Answers(_Message):
 class Selected(_Message):
     kind: Literal["selected"] = "selected"
     index: int
-    charge: Budget
+    charge: Accounted
     seeded: bool
 
 
 class Splits(_Message):
     kind: Literal["splits"] = "splits"
     indices: list[int]
-    charge: Budget
+    charge: Accounted
     seeded: bool
 
 
@@ -316,10 +316,10 @@ class BudgetInfo(_Message):
     """The session's budget; ``seeded`` says the kernel draws reproducible (non-secure) noise."""
 
     kind: Literal["budget"] = "budget"
-    total: Budget
-    spent: Budget
-    remaining: Budget
-    per_source: dict[str, Budget]
+    total: Accounted
+    spent: Accounted
+    remaining: Accounted
+    per_source: dict[str, Accounted]
     seeded: bool = False
 
 

@@ -170,3 +170,28 @@ def test_approx_dp_refuses_bad_values_by_name():
                                   (1, 1, "delta"), ("1", 1e-6, "epsilon")):
         with pytest.raises(ValueError, match=f"ApproxDP {field}"):
             ApproxDP(epsilon, delta)
+
+
+def test_a_bare_number_is_refused_wherever_a_budget_is_taken(tmp_path):
+    """Every entry point that takes a budget: the session, a served kernel's child, the advice, what a noise spends,
+    the error at a budget, a marginal plan's rho, and the command line's grammar."""
+    from ektelo_ng.grammar import parse_budget
+    from ektelo_ng.operators import measure
+    from ektelo_ng.session import kernel_process
+
+    session = ek.protect(_table(), SIZES, ek.ZCDP(1), seed=0)
+    calls = {
+        "protect": lambda: ek.protect(_table(), SIZES, 1.0),
+        "kernel_process": lambda: kernel_process(tmp_path / "t.csv", tmp_path / "d.json", 1).__enter__(),
+        "advise": lambda: ek.advise([4], Prefix(4), 1.0, time_limit=5),
+        "for_noise": lambda: for_noise(0.5, "laplace"),
+        "variance_factor": lambda: variance_factor(Fraction(1, 2), "gaussian"),
+        "table_and_rho": lambda: measure.table_and_rho(session.source, 0.5, "ResidualPlanner"),
+    }
+    for where, call in calls.items():
+        with pytest.raises(ValueError, match="not a budget") as raised:
+            call()
+        assert "ek.PureDP(epsilon)" in str(raised.value), where
+    with pytest.raises(ValueError, match="cannot read the budget '1'"):
+        parse_budget("1")
+    assert session.budget.spent.value == 0

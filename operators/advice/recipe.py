@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from ...kernel.privacy import Budget, PureDP, ZCDP
+from ...kernel.privacy import Accounted, PureDP, ZCDP
 from ..domains import DomainLike, as_domain
 from ..budget import variance_factor
 from ..selection.strategy import Strategy
@@ -50,7 +50,7 @@ class Saved:
 
 def _budget_of(data: dict) -> PureDP | ZCDP:
     """The advised budget as the kernel's own model reads it; a zero (nothing to advise for) is refused."""
-    budget = TypeAdapter(Budget).validate_python(data)
+    budget = TypeAdapter(Accounted).validate_python(data)
     if budget.value <= 0:
         raise ValueError(f"the advised budget must be positive, got {budget.value}")
     return budget
