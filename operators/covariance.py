@@ -15,22 +15,34 @@ unless ``n`` is small:
   1000-cell factors;
 - otherwise, up to ``DENSE_LIMIT`` cells, ``G^+`` densely from a QR and an SVD of the stacked weighted rows
   (never from ``G``, whose condition number is the square);
+- when the measurements cannot tell the cells of each of fewer groups than cells, at most ``DENSE_LIMIT``, apart
+  (a partition plan's block-constant estimate: ``cell_groups``), densely over the groups' totals: with ``P`` the
+  groups' indicators and ``B`` the measurements on the groups, ``G^+ = P S Cov_B S P^T`` (``S``: 1 / group
+  sizes), exact at any number of cells;
 - beyond, one LSMR solve per answer (``c`` = the minimum-norm solution of ``D^(1/2) A^T``-system
   ``A^T D^(1/2) c = w``), for at most ``SOLVE_LIMIT`` answers.
+
+A query with a part outside the measured row space is not determined by the measurements (``undetermined``):
+least squares sets that part to zero, a bias no variance describes, so its variance is infinite. An iterative
+solve that stops short of its tolerance leaves a residual too, and is treated the same way: never a variance
+smaller than the truth.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse
 from scipy.sparse.linalg import lsmr
 
-from .matrix import Identity, Intervals, Kronecker, Matrix, VStack, Weighted
+from .matrix import Dense, Identity, Intervals, Kronecker, Matrix, VStack, Weighted
 from ..kernel.matrix.threads import single_threaded_blas
-from .algebra import rows
+from .algebra import gram, rows
 from .linalg import explicit_sparse, gram_inverse_root
 from .measurement import stacked_system
 
@@ -42,6 +54,8 @@ DENSE_LIMIT = 4096
 SOLVE_LIMIT = 20_000
 #: Entries of workload rows handled at once.
 CHUNK_ENTRIES = 1 << 22
+#: A query is determined when its part outside the measured row space is at most this fraction of its norm.
+DETERMINED_RTOL = 1e-6
 
 
 class LeastSquaresCovariance:
@@ -52,7 +66,7 @@ class LeastSquaresCovariance:
             raise ValueError("no measurements: nothing to take a covariance of")
         self.measurements = list(measurements)
         self.size = int(size)
-        self._dense: np.ndarray | None = None
+        self._dense: tuple[np.ndarray, np.ndarray] | None = None  # G^+ and an orthonormal basis of the row space
 
     @cached_property
     def factors(self) -> tuple[float, list[np.ndarray]] | None:
@@ -64,10 +78,87 @@ class LeastSquaresCovariance:
         """Which structure the covariance uses."""
         if self.factors is not None:
             return "kronecker"
+        if self._reduced is not None:
+            return "groups"
         return "dense" if self.size <= DENSE_LIMIT else "iterative"
 
+    @cached_property
+    def groups(self) -> np.ndarray:
+        """:func:`cell_groups` of the measurements (computed on first use)."""
+        return cell_groups(self.measurements, self.size)
+
+    @cached_property
+    def _reduced(self) -> LeastSquaresCovariance | None:
+        """The covariance of the groups' totals (the measurements on one cell of each group), when there are at
+        most ``DENSE_LIMIT`` groups and fewer groups than cells."""
+        count = int(self.groups.max()) + 1
+        if count > DENSE_LIMIT or count == self.size:
+            return None
+        _, first = np.unique(self.groups, return_index=True)
+        on_groups = [_OnGroups(Dense(np.vstack([block[:, first] for _, block in _blocks_with_offsets(m.matrix)])),
+                               m.weights) for m in self.measurements]
+        return LeastSquaresCovariance(on_groups, count)
+
+    @cached_property
+    def _group_sizes(self) -> np.ndarray:
+        return np.bincount(self.groups).astype(np.float64)
+
+    @cached_property
+    def _averaging(self) -> scipy.sparse.csr_array:
+        """The groups x cells matrix of group means."""
+        n = self.size
+        return scipy.sparse.csr_array((1.0 / self._group_sizes[self.groups], (self.groups, np.arange(n))),
+                                      shape=(self._group_sizes.size, n))
+
+    def _group_means(self, X: np.ndarray) -> np.ndarray:
+        """Each column of ``X`` (cells x k) averaged over each group (groups x k)."""
+        return np.asarray(self._averaging @ X)
+
+    @property
+    def rank(self) -> int | None:
+        """The dimension of the measured row space (None on the iterative path, which does not find it)."""
+        if self.factors is not None:
+            return math.prod(int(round(np.trace(p))) for p in self._kron_projections)
+        if self.method == "groups":
+            return self._reduced.rank
+        return None if self.method == "iterative" else self._dense_parts()[1].shape[1]
+
+    def undetermined(self, W: Matrix) -> np.ndarray:
+        """Which of ``W``'s answers the measurements do not determine (see the module docstring)."""
+        self._check(W)
+        if self.factors is not None:
+            structured = self._kronecker_undetermined(W)
+            if structured is not None:
+                return structured
+        out = []
+        for block in row_blocks(W):
+            if self.factors is not None:
+                inside = _kron_apply(self._kron_projections, block.T).T
+            elif self.method == "dense":
+                basis = self._dense_parts()[1]
+                inside = (block @ basis) @ basis.T
+            elif self.method == "groups":  # constant on the groups, with group values the groups' rows determine
+                means = self._group_means(block.T).T
+                spread = np.linalg.norm(block - means[:, self.groups], axis=1)
+                out.append(self._reduced.undetermined(Dense(means)) | (
+                    spread > DETERMINED_RTOL * np.maximum(np.linalg.norm(block, axis=1), np.finfo(float).tiny)))
+                continue
+            else:
+                operator, _ = stacked_system(self.measurements, self.size)
+                inside = np.stack([operator.rmatvec(c) for c in next(self._iterative_coefficients(Dense(block)))])
+            outside = np.linalg.norm(block - inside, axis=1)
+            out.append(outside > DETERMINED_RTOL * np.maximum(np.linalg.norm(block, axis=1), np.finfo(float).tiny))
+        return np.concatenate(out) if out else np.zeros(0, dtype=bool)
+
     def variances(self, W: Matrix) -> np.ndarray:
-        """``diag(W G^+ W^T)``: the variance of each of ``W``'s answers (rounding's negative values clipped to 0)."""
+        """``diag(W G^+ W^T)``: the variance of each of ``W``'s answers (rounding's negative values clipped to 0),
+        infinite for the answers the measurements do not determine."""
+        found = self.noise_variances(W)
+        found[self.undetermined(W)] = np.inf
+        return found
+
+    def noise_variances(self, W: Matrix) -> np.ndarray:
+        """``diag(W G^+ W^T)``: the noise's part of each answer's error, whether or not the answer is determined."""
         self._check(W)
         if W.shape[0] == 0:
             return np.empty(0)
@@ -78,7 +169,7 @@ class LeastSquaresCovariance:
         if self.method == "iterative":
             found = np.concatenate([np.sum(c * c, axis=1) for c in self._iterative_coefficients(W)])
         else:
-            found = np.concatenate([np.sum(block * self._apply(block.T).T, axis=1) for block in _row_blocks(W)])
+            found = np.concatenate([np.sum(block * self._apply(block.T).T, axis=1) for block in row_blocks(W)])
         return np.maximum(found, 0.0)
 
     def coefficients(self, W: Matrix) -> Iterator[np.ndarray]:
@@ -88,7 +179,7 @@ class LeastSquaresCovariance:
         if self.method == "iterative":
             yield from self._iterative_coefficients(W)
             return
-        for block in _row_blocks(W):
+        for block in row_blocks(W):
             solved = self._apply(block.T)
             yield np.vstack([np.broadcast_to(m.weights, (m.matrix.shape[0],))[:, None] * (m.matrix @ solved)
                              for m in self.measurements]).T
@@ -102,9 +193,22 @@ class LeastSquaresCovariance:
         if self.factors is not None:
             scale, pinvs = self.factors
             return scale * _kron_apply(pinvs, X)
+        if self.method == "groups":
+            return (self._reduced._apply(self._group_means(X)) / self._group_sizes[:, None])[self.groups]
+        return self._dense_parts()[0] @ X
+
+    def _dense_parts(self) -> tuple[np.ndarray, np.ndarray]:
         if self._dense is None:
             self._dense = _dense_gram_pinv(self.measurements, self.size)
-        return self._dense @ X
+        return self._dense
+
+    @cached_property
+    def _kron_projections(self) -> list[np.ndarray]:
+        """The projections ``(A_i^T A_i)^+ A_i^T A_i`` onto each Kronecker factor's row space."""
+        A = self.measurements[0].matrix
+        A = A.base if isinstance(A, Weighted) else A
+        factors = A.factors if isinstance(A, Kronecker) else [A]
+        return [pinv @ gram(f).dense() for pinv, f in zip(self.factors[1], factors)]
 
     def _kronecker_diagonal(self, W: Matrix) -> np.ndarray | None:
         scale, pinvs = self.factors
@@ -124,9 +228,33 @@ class LeastSquaresCovariance:
             if isinstance(factor, Intervals):
                 part = interval_variances(pinv, factor.lo, factor.hi)
             else:
-                part = np.concatenate([np.sum(b * (pinv @ b.T).T, axis=1) for b in _row_blocks(factor)])
+                part = np.concatenate([np.sum(b * (pinv @ b.T).T, axis=1) for b in row_blocks(factor)])
             diagonal = np.multiply.outer(diagonal, part).ravel()
         return scale * diagonal
+
+    def _kronecker_undetermined(self, W: Matrix) -> np.ndarray | None:
+        """``undetermined`` one factor at a time: a product of rows is determined when each factor's row is (or
+        one is zero); None when ``W`` is not a (stack of) Kronecker product(s) of the measurement's factor sizes."""
+        projections = self._kron_projections
+        if isinstance(W, Weighted):
+            return self._kronecker_undetermined(W.base)
+        if isinstance(W, VStack):
+            parts = [self._kronecker_undetermined(block) for block in W.blocks]
+            return None if any(p is None for p in parts) else np.concatenate(parts)
+        if isinstance(W, Identity) and len(projections) > 1:
+            W = Kronecker([Identity(p.shape[0]) for p in projections])
+        factors = W.factors if isinstance(W, Kronecker) else [W]
+        if [f.shape[1] for f in factors] != [p.shape[0] for p in projections]:
+            return None
+        outside, zero = np.zeros(1, dtype=bool), np.zeros(1, dtype=bool)
+        for factor, projection in zip(factors, projections):
+            block = np.vstack([np.zeros((0, factor.shape[1])), *row_blocks(factor)])
+            norms = np.linalg.norm(block, axis=1)
+            missed = np.linalg.norm(block - block @ projection.T, axis=1) > DETERMINED_RTOL * np.maximum(
+                norms, np.finfo(float).tiny)
+            outside = np.logical_or.outer(outside, missed).ravel()
+            zero = np.logical_or.outer(zero, norms == 0).ravel()
+        return outside & ~zero
 
     def _iterative_coefficients(self, W: Matrix) -> Iterator[np.ndarray]:
         if W.shape[0] > SOLVE_LIMIT:
@@ -137,8 +265,30 @@ class LeastSquaresCovariance:
         operator, _ = stacked_system(self.measurements, self.size)
         transpose = operator.adjoint()
         with single_threaded_blas():
-            for block in _row_blocks(W):
+            for block in row_blocks(W):
                 yield np.stack([lsmr(transpose, w, atol=1e-12, btol=1e-12, maxiter=20 * self.size)[0] for w in block])
+
+
+@dataclass(frozen=True)
+class _OnGroups:
+    """A measurement's matrix on the groups of cells it cannot tell apart, with its noise weights."""
+
+    matrix: Matrix
+    weights: np.ndarray | float
+
+
+def cell_groups(measurements: Sequence, n: int) -> np.ndarray:
+    """A group label per cell: cells the measurements cannot tell apart (equal columns of the stacked matrix) share
+    one, and least squares spreads each group's total evenly over it. Columns are compared by two random
+    projections, rounded to 9 significant digits (equal columns agree to rounding; unequal ones almost surely
+    differ far more)."""
+    rng = np.random.default_rng(0)  # public: the groups depend on the matrices only
+    probes = np.column_stack([sum(m.matrix.T @ rng.standard_normal(m.matrix.shape[0]) for m in measurements)
+                              for _ in range(2)])
+    scale = np.abs(probes).max(axis=0)
+    keys = np.round(probes / np.where(scale > 0, scale, 1.0), 9)
+    _, labels = np.unique(keys, axis=0, return_inverse=True)
+    return labels.ravel()
 
 
 def interval_variances(covariance: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -179,12 +329,13 @@ def _kron_apply(pinvs: Sequence[np.ndarray], X: np.ndarray) -> np.ndarray:
     return tensor.reshape(X.shape)
 
 
-def _dense_gram_pinv(measurements: Sequence, n: int) -> np.ndarray:
+def _dense_gram_pinv(measurements: Sequence, n: int) -> tuple[np.ndarray, np.ndarray]:
     """``G^+`` from the stacked weighted rows ``A_D`` (``G = A_D^T A_D``), never from ``G`` itself: forming
     ``G`` squares the condition number, and a known total with tiny noise beside noisy counts (a ratio of
     1e7 in weights) would lose the counts' variance to rounding. ``A_D``'s rows are folded into an ``n x n``
     triangular ``R`` by QR a block at a time; then ``G^+ = V S^-2 V^T`` from the SVD of ``R``, with singular
-    values below ``n eps`` of the largest treated as zero (unmeasured directions)."""
+    values below ``n eps`` of the largest treated as zero (unmeasured directions). Returns ``G^+`` and an
+    orthonormal basis of the measured row space (its columns)."""
     R = np.zeros((0, n))
     for m in measurements:
         weights = np.broadcast_to(m.weights, (m.matrix.shape[0],))
@@ -193,11 +344,11 @@ def _dense_gram_pinv(measurements: Sequence, n: int) -> np.ndarray:
             R = scipy.linalg.qr(np.vstack([R, scaled]), mode="r", overwrite_a=True, check_finite=False)[0][:n]
     _, singular, rows = scipy.linalg.svd(R, full_matrices=False, check_finite=False)
     keep = singular > singular.max(initial=0.0) * n * np.finfo(float).eps
-    basis = rows[keep].T / singular[keep]
-    return basis @ basis.T
+    scaled = rows[keep].T / singular[keep]
+    return scaled @ scaled.T, rows[keep].T
 
 
-def _row_blocks(W: Matrix) -> Iterator[np.ndarray]:
+def row_blocks(W: Matrix) -> Iterator[np.ndarray]:
     """``W``'s rows as dense blocks of at most ``CHUNK_ENTRIES`` entries."""
     for _, block in _blocks_with_offsets(W):
         yield block

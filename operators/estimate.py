@@ -1,12 +1,14 @@
 """The one Estimate every plan and every strategy's ``reconstruct`` returns: answers with error bars.
 
 ``answer(W)`` answers a workload from the estimate, ``variances(W)`` gives each answer's noise
-variance, ``intervals(W, level)`` a confidence interval per answer with the method that made it
+variance (infinite where the measurements do not determine the answer), ``intervals(W, level)`` a
+confidence interval per answer that holds at ``level``, with the method that made it
 (``operators.confidence``: exact for Gaussian noise; numerically exact or a sound bound for
-Laplace), and ``to_frame`` / ``to_csv`` / ``to_json`` export all of it. ``note`` says what the error
-bars mean: for a data-dependent plan they are conditional on the choices it made privately (its
-partition, its queries), and for non-linear inference (multiplicative weights, thresholding,
-non-negativity) there are none (variances are NaN and the note says why).
+Laplace; for a data-dependent partition, plus a bound on its bias), or withheld (NaN) with the reason,
+and ``to_frame`` / ``to_csv`` / ``to_json`` export all of it. ``note`` says what the error bars mean;
+for non-linear inference (multiplicative weights, thresholding, non-negativity) there are none
+(variances are NaN and the note says why). docs/error-bars.md has the table of what each plan's
+intervals account for.
 
 Two kinds exist: :class:`VectorEstimate` (a data vector from least squares over
 ``Measurement`` objects) and the marginal estimates of ResidualPlanner and QuerySmasher, whose
@@ -25,13 +27,14 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
+import scipy.sparse
 
-from .matrix import Identity, Matrix
-from .covariance import LeastSquaresCovariance
+from .matrix import Identity, Matrix, Sparse
+from .covariance import LeastSquaresCovariance, row_blocks
 from .confidence import ConfidenceIntervals, bound_halfwidths, check_level, laplace_halfwidth, normal_halfwidths
 from .measurement import Measurement
 
-IntervalMethod = Literal["auto", "exact", "bound"]
+IntervalMethod = Literal["auto", "exact", "bound", "noise"]
 
 #: ``auto`` computes exact Laplace intervals when answers x measured rows is at most this.
 EXACT_WORK = 1 << 24
@@ -98,11 +101,11 @@ class Estimate(ABC):
         return json.dumps({"note": self.note, "answers": records})
 
 
-def intervals_from(answers: np.ndarray, variances: np.ndarray, level: float, half: np.ndarray,
-                   method: str) -> ConfidenceIntervals:
-    """Intervals ``answers +- half`` (NaN where a variance is NaN)."""
+def intervals_from(answers: np.ndarray, level: float, half: np.ndarray, method: str) -> ConfidenceIntervals:
+    """Intervals ``answers +- half``, withheld (NaN) where the half-width is not finite."""
     answers = np.asarray(answers, dtype=np.float64)
-    half = np.where(np.isnan(variances), np.nan, half)
+    half = np.asarray(half, dtype=np.float64)
+    half = np.where(np.isfinite(half), half, np.nan)
     return ConfidenceIntervals(answers, answers - half, answers + half, check_level(level), method)
 
 
@@ -119,13 +122,21 @@ class VectorEstimate(Estimate):
     ``np.asarray(estimate)`` is ``x``. Error bars come from the least-squares covariance of the
     measurements (``operators.covariance``); give ``error_bars=False`` when ``x`` came from a
     non-linear inference (the measurements are kept to inspect), and say why in ``note``.
+
+    ``chosen`` names what a data-dependent plan chose privately before these measurements (its partition,
+    its grid): least squares then spreads each group of cells the measurements cannot tell apart evenly, a
+    bias the noise does not describe. An interval then adds a bound on that bias (:meth:`intervals`), or is
+    withheld when no sound one is available: when ``reused`` (measurements that made the choice are also in
+    the estimate, so their noise given the choice is not the noise they were drawn with), or when the
+    measurements do not determine every group's total.
     """
 
     def __init__(self, x: np.ndarray, measurements: Sequence[Measurement] = (), *, workload: Matrix | None = None,
-                 note: str = "", error_bars: bool = True) -> None:
+                 note: str = "", error_bars: bool = True, chosen: str = "", reused: bool = False) -> None:
         self.x = np.asarray(x, dtype=np.float64).ravel()
         self.measurements = tuple(measurements)
         self.workload = workload
+        self.chosen, self.reused = chosen, reused
         error_bars = error_bars and bool(self.measurements)
         self.note = note or ("least squares: unbiased for queries the measurements determine"
                              if error_bars else "no error bars")
@@ -164,23 +175,70 @@ class VectorEstimate(Estimate):
         return self._covariance.variances(W)
 
     def intervals(self, W=None, level: float = 0.95, method: IntervalMethod = "auto") -> ConfidenceIntervals:
+        """Intervals that hold at ``level``: the noise's (``exact`` or a Chernoff ``bound``; ``auto`` picks exact
+        where affordable) for the answers the measurements determine, plus a bound on the bias of what a
+        data-dependent plan chose; withheld (NaN, with the reason in ``method``) where neither holds.
+        ``method="noise"`` gives the noise's intervals alone, labelled as leaving the bias out."""
         W = self._workload(W)
         level = check_level(level)
         answers = self.answer(W)
         if self._covariance is None:
             return unavailable(answers, level, self.note)
-        if method not in ("auto", "exact", "bound"):
-            raise ValueError(f"method must be 'auto', 'exact' or 'bound', got {method!r}")
-        variances = self.variances(W)
+        if method not in ("auto", "exact", "bound", "noise"):
+            raise ValueError(f"method must be 'auto', 'exact', 'bound' or 'noise', got {method!r}")
+        if method == "noise":
+            half, how = self._noise_halfwidths(W, level, "auto")
+            return intervals_from(answers, level, half, f"noise only: {how}; excludes the bias of "
+                                  f"{self.chosen or 'unmeasured directions'}")
+        if self.chosen:
+            return self._chosen_intervals(W, answers, level, method)
+        undetermined = self._covariance.undetermined(W)
+        half, how = self._noise_halfwidths(W, level, method)
+        half[undetermined] = np.nan
+        if undetermined.any():
+            how += (f"; {int(undetermined.sum())} of {undetermined.size} withheld: not determined by the "
+                    "measurements (least squares assumes their unmeasured part is zero)")
+        return intervals_from(answers, level, half, how)
+
+    def _noise_halfwidths(self, W: Matrix, level: float, method: IntervalMethod) -> tuple[np.ndarray, str]:
+        """Half-widths of the noise's part of each answer's error at ``level``, and how they were made."""
+        variances = self._covariance.noise_variances(W)
         if self.noise == {"gaussian"}:
-            return intervals_from(answers, variances, level, normal_halfwidths(variances, level), "exact (Gaussian)")
+            return normal_halfwidths(variances, level), "exact (Gaussian)"
         rows = sum(m.matrix.shape[0] for m in self.measurements)
         affordable = W.shape[0] <= EXACT_ANSWERS and W.shape[0] * rows <= EXACT_WORK
         if method == "bound" or (method == "auto" and not affordable):
-            return intervals_from(answers, variances, level, bound_halfwidths(variances, level),
-                                  "sound bound (Chernoff, from the variance; wider than exact)")
-        half = self._laplace_halfwidths(W, level)
-        return intervals_from(answers, variances, level, half, "exact (numerical, Laplace combination)")
+            return bound_halfwidths(variances, level), "sound bound (Chernoff, from the variance; wider than exact)"
+        return self._laplace_halfwidths(W, level), "exact (numerical, Laplace combination)"
+
+    def _chosen_intervals(self, W: Matrix, answers: np.ndarray, level: float,
+                          method: IntervalMethod) -> ConfidenceIntervals:
+        """A data-dependent plan's intervals: the noise's at ``1 - alpha / 2`` plus a bound on the bias of
+        spreading each group evenly, from upper bounds on the groups' totals that hold at ``alpha / 2`` in all
+        (a union bound), or withheld when no such bound is sound (the class docstring). Under ``auto`` the noise's
+        part is the Chernoff bound: the interval is a bound already, and the laws of a data-dependent plan's
+        answers change from run to run, so exact ones would be integrated afresh each time."""
+        groups = self._covariance.groups
+        count = int(groups.max()) + 1
+        if self.reused or self._covariance.rank != count:
+            why = ("the noisy counts that chose it are also in the estimate" if self.reused else
+                   "the measurements do not determine every group's total")
+            return unavailable(answers, level, f"no sound interval for what the plan chose privately "
+                               f"({self.chosen}): {why}; method='noise' gives the noise's intervals alone")
+        spreads = _spreads(W, groups, count)  # per answer and group: how far the even spread can be off per record
+        cut = spreads > 0
+        alpha = 1 - level
+        per_group = alpha / 2 / max(int(cut.sum(axis=1).max(initial=0)), 1)
+        method = "bound" if method == "auto" else method
+        half, how = self._noise_halfwidths(W, 1 - alpha / 2, method)
+        if cut.any():
+            members = np.flatnonzero(cut.any(axis=0))
+            totals = _indicators(groups, members)
+            upper_half, _ = self._noise_halfwidths(totals, 1 - 2 * per_group, method)
+            ceiling = np.maximum(totals @ self.x + upper_half, 0.0)  # each group's total, from above
+            half = half + spreads[:, members] @ ceiling
+        return intervals_from(answers, level, half, f"sound: {how} at 1 - alpha/2, plus a bound on the "
+                              f"bias of spreading evenly within {self.chosen} at alpha/2")
 
     def _laplace_halfwidths(self, W: Matrix, level: float) -> np.ndarray:
         """Numerically exact half-widths from each answer's noise coefficients (equal laws computed once)."""
@@ -197,6 +255,29 @@ class VectorEstimate(Estimate):
                 gaussian = float(np.round(unit[~laplace] @ unit[~laplace], 10))
                 half.append(sd * _unit_halfwidth(scales[scales > 0].tobytes(), gaussian, level))
         return np.asarray(half)
+
+
+def _spreads(W: Matrix, groups: np.ndarray, count: int) -> np.ndarray:
+    """Per answer and group ``b``: ``max(max w_b - mean w_b, mean w_b - min w_b)``. Spreading a group's total
+    ``T_b`` evenly answers ``mean(w_b) T_b`` where the truth is ``sum_{i in b} w_i x_i`` with ``x >= 0`` summing to
+    ``T_b``, so the two differ by at most ``T_b`` times this."""
+    sizes = np.bincount(groups, minlength=count)
+    out = []
+    for block in row_blocks(W):
+        low = np.full((block.shape[0], count), np.inf)
+        high = np.full((block.shape[0], count), -np.inf)
+        np.minimum.at(low.T, groups, block.T)
+        np.maximum.at(high.T, groups, block.T)
+        mean = np.stack([np.bincount(groups, weights=row, minlength=count) for row in block]) / sizes
+        out.append(np.maximum(high - mean, mean - low))
+    return np.vstack(out) if out else np.zeros((0, count))
+
+
+def _indicators(groups: np.ndarray, members: np.ndarray) -> Matrix:
+    """The queries of the totals of the groups ``members``."""
+    rows = np.concatenate([np.flatnonzero(groups == b) for b in members])
+    which = np.concatenate([np.full(np.count_nonzero(groups == b), k) for k, b in enumerate(members)])
+    return Sparse(scipy.sparse.csr_array((np.ones(rows.size), (which, rows)), shape=(members.size, groups.size)))
 
 
 @lru_cache(maxsize=1 << 14)

@@ -108,8 +108,7 @@ class MarginalEstimate(Estimate):
     def intervals(self, W=None, level: float = 0.95, method: IntervalMethod = "auto") -> ConfidenceIntervals:
         level = check_level(level)
         variances = self.variances(W)
-        return intervals_from(self.answer(W), variances, level, normal_halfwidths(np.nan_to_num(variances), level),
-                              "exact (Gaussian)")
+        return intervals_from(self.answer(W), level, normal_halfwidths(variances, level), "exact (Gaussian)")
 
     def labels(self, W=None) -> list[str]:
         names = self.domain.names

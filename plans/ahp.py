@@ -28,7 +28,7 @@ from ..operators.estimate import VectorEstimate
 from ..operators.inference import ahp_threshold
 from ..operators.partition import ahp_cluster
 from ..operators.budget import Budget, epsilon_of
-from .common import CONDITIONAL, by_signal, records_or_noisy_total, signal_table, solved, split_budget
+from .common import by_signal, records_or_noisy_total, signal_table, solved, split_budget
 
 
 def ahp(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
@@ -47,7 +47,7 @@ def _ahp(vector: Handle, workload: Matrix, epsilon: Fraction, selection_share: f
     partition = ahp_cluster(ahp_threshold(noisy, float(partition_epsilon), eta), float(group_epsilon))
     groups = vector.reduce_by_partition(partition.labels)
     measured = measure.laplace(groups, Identity(partition.groups), group_epsilon)
-    return solved([*known, measured], vector.size, workload, CONDITIONAL.format("the clusters"))
+    return solved([*known, measured], vector.size, workload, chosen="the clusters", reused=known)
 
 
 #: AHP*'s (selection_share, eta) by signal strength eps * N (eps: the whole budget; N: the public record

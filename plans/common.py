@@ -18,19 +18,23 @@ from ..operators.measurement import Measurement
 from ..operators.estimate import VectorEstimate
 from ..operators.inference import least_squares
 
-#: What a data-dependent plan's error bars mean.
-CONDITIONAL = ("least squares; error bars give the noise given what the plan chose privately ({}), not the bias of "
-               "what it chose not to measure (uniformity within groups, dropped terms): they can under-cover")
-#: ... when noisy answers that chose the rest are also part of the estimate.
-REUSED = ("least squares; error bars give the noise given the boxes the plan chose, approximately (the noisy counts "
-          "that chose them are reused in the estimate, so their noise given that choice is not exactly Laplace), and "
-          "not the bias of assuming uniform counts within boxes: they can under-cover")
-
-
-def solved(measurements: Sequence[Measurement], size: int, workload: Matrix | None, note: str = "") -> VectorEstimate:
-    """The least-squares estimate of the ``size`` cells from ``measurements``, with their error bars."""
+def solved(measurements: Sequence[Measurement], size: int, workload: Matrix | None, *, chosen: str = "",
+           reused: Sequence[Measurement] = ()) -> VectorEstimate:
+    """The least-squares estimate of the ``size`` cells from ``measurements``, with their error bars. A
+    data-dependent plan names what it ``chosen`` privately before measuring (its intervals then bound the bias of
+    that choice), and passes the ``reused`` measurements that made the choice and are also in the estimate (its
+    intervals are then withheld: ``VectorEstimate``)."""
     measurements = list(measurements)
-    return VectorEstimate(least_squares(measurements, size=size), measurements, workload=workload, note=note)
+    if not chosen:
+        note = "least squares: unbiased for the queries the measurements determine"
+    elif reused:
+        note = (f"least squares over {chosen}, chosen privately; the noisy counts that chose it are also in the "
+                "estimate, so no interval holds: intervals withheld (method='noise' for the noise's alone)")
+    else:
+        note = (f"least squares over {chosen}, chosen privately: intervals add a bound on the bias of spreading "
+                "counts evenly within it, or are withheld where none holds")
+    return VectorEstimate(least_squares(measurements, size=size), measurements, workload=workload, note=note,
+                          chosen=chosen, reused=bool(reused))
 
 
 def split_budget(epsilon: Fraction, part: float | Fraction | str, name: str) -> tuple[Fraction, Fraction]:

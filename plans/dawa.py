@@ -29,7 +29,7 @@ from ..operators.linalg import explicit_sparse
 from ..operators.partition import Partition, dawa_partition, hilbert_order, stripe
 from ..operators.selection.classic import EXPLICIT_NONZEROS, greedy_h
 from ..operators.budget import Budget, epsilon_of
-from .common import CONDITIONAL, solved, split_budget
+from .common import solved, split_budget
 
 
 def _permutation(order: np.ndarray) -> Sparse:
@@ -62,7 +62,7 @@ def dawa(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[in
     elif len(dims) != 1:
         raise ValueError(f"DAWA supports 1-D and 2-D domains, got {len(dims)} dimensions")
     measured = dawa_measurement(vector, workload, epsilon_of(budget), selection_share)
-    return solved([measured], vector.size, answered, CONDITIONAL.format("the partition"))
+    return solved([measured], vector.size, answered, chosen="the partition")
 
 
 def dawa_striped(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
@@ -78,7 +78,7 @@ def dawa_striped(source: Handle, workload: Matrix, budget: Budget, *, shape: Seq
         dawa_measurement(part, columns, epsilon, selection_share)
         for part, columns in zip(parts, _stripe_workloads(workload, stripes))
     ]
-    return solved(measurements, vector.size, workload, CONDITIONAL.format("each stripe's partition"))
+    return solved(measurements, vector.size, workload, chosen="each stripe's partition")
 
 
 def _stripe_workloads(workload: Matrix, stripes: Partition) -> Iterator[Matrix]:

@@ -36,7 +36,7 @@ from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
 from ..operators.partition import grid, kd_partition, sse_kd_partition
 from ..operators.budget import Budget, epsilon_of
-from .common import CONDITIONAL, REUSED, solved, split_budget
+from .common import solved, split_budget
 
 
 def dpcube(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
@@ -52,7 +52,7 @@ def dpcube(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[
     coarse = measure.laplace(vector, blocks.matrix(), grid_epsilon).answers
     spread = (coarse[blocks.labels] / blocks.sizes[blocks.labels]).reshape(dims)
     boxes = sse_kd_partition(spread, 1.0 / float(box_epsilon))
-    return solved([measure.laplace(vector, boxes, box_epsilon)], vector.size, workload, CONDITIONAL.format("the boxes"))
+    return solved([measure.laplace(vector, boxes, box_epsilon)], vector.size, workload, chosen="the boxes")
 
 
 def dpcube_plus(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
@@ -71,4 +71,5 @@ def dpcube_plus(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequ
     cell_epsilon, box_epsilon = split_budget(epsilon_of(budget), selection_share, "selection_share")
     cells = measure.laplace(vector, Identity(vector.size), cell_epsilon)
     boxes = kd_partition(cells.answers.reshape(dims), 1.0 / float(cell_epsilon), variance_factor)
-    return solved([cells, measure.laplace(vector, boxes, box_epsilon)], vector.size, workload, REUSED)
+    return solved([cells, measure.laplace(vector, boxes, box_epsilon)], vector.size, workload, chosen="the boxes",
+                  reused=[cells])

@@ -27,7 +27,7 @@ from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
 from ..operators.budget import Budget, epsilon_of
-from .common import CONDITIONAL, solved, split_budget
+from .common import solved, split_budget
 
 
 def noise_error(n: int, epsilon: float) -> np.ndarray:
@@ -52,4 +52,4 @@ def efpa(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[in
     select_epsilon, measure_epsilon = split_budget(epsilon_of(budget), selection_share, "selection_share")
     k = vector.fourier_select(noise_error(vector.size, float(measure_epsilon)), select_epsilon)
     measured = measure.laplace(vector, Fourier(vector.size, k), measure_epsilon)
-    return solved([measured], vector.size, workload, CONDITIONAL.format("the number of frequencies"))
+    return solved([measured], vector.size, workload, chosen="the number of frequencies")

@@ -33,7 +33,7 @@ from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
 from ..operators.selection import classic
 from ..operators.budget import Budget, epsilon_of
-from .common import CONDITIONAL, REUSED, records_or_noisy_total, solved, split_budget
+from .common import records_or_noisy_total, solved, split_budget
 
 
 def _two_dimensional(source: Handle, shape: Sequence[int] | None) -> tuple[Handle, tuple[int, ...]]:
@@ -51,7 +51,8 @@ def uniform_grid(source: Handle, workload: Matrix, budget: Budget, *, shape: Seq
     count = records_or_noisy_total(vector, epsilon_of(budget), records, total_share)
     cells = classic.uniform_grid(dims, count.value, float(count.remaining), c=c).matrix
     measured = [*count.measurements, measure.laplace(vector, cells, count.remaining)]
-    return solved(measured, vector.size, workload, CONDITIONAL.format("the grid size") if count.measurements else "")
+    return solved(measured, vector.size, workload, chosen="the grid" if count.measurements else "",
+                  reused=count.measurements)
 
 
 def adaptive_grid(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
@@ -68,4 +69,5 @@ def adaptive_grid(source: Handle, workload: Matrix, budget: Budget, *, shape: Se
     first = measure.laplace(vector, level1, first_epsilon)
     level2 = classic.adaptive_grid_level2(level1, first.answers, float(second_epsilon), c2, layout=layout)
     second = measure.laplace(vector, level2, second_epsilon)
-    return solved([*count.measurements, first, second], vector.size, workload, REUSED)
+    return solved([*count.measurements, first, second], vector.size, workload, chosen="the grid",
+                  reused=[*count.measurements, first])

@@ -33,7 +33,7 @@ from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
 from ..operators.budget import Budget, epsilon_of
-from .common import CONDITIONAL, solved, split_budget
+from .common import solved, split_budget
 
 
 #: DPBench's PHP stops splitting once it holds more than max_cl_num = 2,000 intervals.
@@ -90,4 +90,4 @@ def _php(source: Handle, workload: Matrix, budget: Budget, shape: Sequence[int] 
     labels = php_partition(vector, partition_epsilon, depth)
     groups = vector.reduce_by_partition(labels)
     measured = measure.laplace(groups, Identity(groups.size), measure_epsilon)
-    return solved([measured], vector.size, workload, CONDITIONAL.format("the intervals"))
+    return solved([measured], vector.size, workload, chosen="the intervals")

@@ -28,7 +28,7 @@ from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
 from ..operators.budget import Budget, epsilon_of
-from .common import CONDITIONAL, RecordCount, records_or_noisy_total, solved, split_budget
+from .common import RecordCount, records_or_noisy_total, solved, split_budget
 
 #: The authors' fractions: buckets per cell, and the clipping bound over the mean count.
 BUCKETS_PER_CELL, BOUND_OVER_MEAN, EPSILON_STEPS = 0.1, 10_000, 20
@@ -82,7 +82,7 @@ def structure_first(source: Handle, workload: Matrix, budget: Budget, *, shape: 
         cuts = [0, *vector.structure_first(buckets, bound, structure), n]
         measure_epsilon = known.remaining - structure
     trees = measure.laplace(vector, bucket_trees(cuts), measure_epsilon)
-    return solved([trees, *known.measurements], n, workload, CONDITIONAL.format("the buckets"))
+    return solved([trees, *known.measurements], n, workload, chosen="the buckets", reused=known.measurements)
 
 
 def structure_first_plus(source: Handle, workload: Matrix, budget: Budget, *,
@@ -103,7 +103,8 @@ def structure_first_plus(source: Handle, workload: Matrix, budget: Budget, *,
     cuts = [0, *vector.structure_first(int(buckets), float(bound), select_epsilon), n]
     groups = vector.reduce_by_partition(np.repeat(np.arange(len(cuts) - 1), np.diff(cuts)))
     bucket_counts = measure.laplace(groups, Identity(groups.size), measure_epsilon)
-    return solved([bucket_counts, *known.measurements], n, workload, CONDITIONAL.format("the buckets"))
+    return solved([bucket_counts, *known.measurements], n, workload, chosen="the buckets",
+                  reused=known.measurements)
 
 
 def _one_dimensional(source: Handle, shape: Sequence[int] | None) -> tuple[Handle, int]:

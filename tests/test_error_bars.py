@@ -191,14 +191,18 @@ def _session(sizes, budget, seed=0):
     return ek.protect(columns, dict(zip(names, sizes)), budget, seed=seed), columns
 
 
-def test_data_dependent_plans_say_what_their_error_bars_leave_out():
+def test_data_dependent_plans_say_what_their_error_bars_account_for():
     import ektelo_ng as ek
     from ektelo_ng import plans
     session, _ = _session([32], ek.PureDP(3))
     W = Prefix(32)
     dawa = plans.catalog["DAWA"](session.source, W, ek.PureDP(1))
-    assert "given what the plan chose privately (the partition)" in dawa.note and "can under-cover" in dawa.note
-    assert np.all(np.isfinite(dawa.variances(W)))
+    assert "over the partition, chosen privately" in dawa.note and "bound on the bias" in dawa.note
+    sound = dawa.intervals(W)
+    assert sound.method.startswith("sound:") and np.all(np.isfinite(sound.lower))
+    noise = dawa.intervals(W, method="noise")
+    assert noise.method.startswith("noise only:") and "excludes the bias of the partition" in noise.method
+    assert np.all(noise.upper - noise.lower <= sound.upper - sound.lower + 1e-9)  # the bias bound only widens
     mwem = plans.catalog["MWEM"](session.source, W, ek.PureDP(1), records=300)
     assert np.all(np.isnan(mwem.variances(W))) and mwem.intervals(W).method.startswith("unavailable")
     assert len(mwem.selected) == 10 and len(mwem.measurements) == 10
