@@ -9,16 +9,16 @@ space the answer is also biased: least squares assumes the unmeasured directions
 ``G^+`` is applied with the structure the measurements have, never as a dense ``n x n`` matrix
 unless ``n`` is small:
 
+- when the measurements cannot tell apart the cells of each of fewer groups than cells, at most ``DENSE_LIMIT``
+  (a partition plan's block-constant estimate: ``cell_groups``), densely over the groups' totals: with ``P`` the
+  groups' indicators and ``B`` the measurements on the groups, ``G^+ = P S Cov_B S P^T`` (``S``: 1 / group
+  sizes), exact at any number of cells;
 - one Kronecker measurement (one factor: any 1-D strategy) with one noise level:
   ``G^+ = sigma^2 / w^2 kron_i (A_i^T A_i)^+``, and for a Kronecker workload
   ``diag(W G^+ W^T) = sigma^2 / w^2 kron_i diag(W_i (A_i^T A_i)^+ W_i^T)``: 10^6 answers from two
   1000-cell factors;
 - otherwise, up to ``DENSE_LIMIT`` cells, ``G^+`` densely from a QR and an SVD of the stacked weighted rows
   (never from ``G``, whose condition number is the square);
-- when the measurements cannot tell the cells of each of fewer groups than cells, at most ``DENSE_LIMIT``, apart
-  (a partition plan's block-constant estimate: ``cell_groups``), densely over the groups' totals: with ``P`` the
-  groups' indicators and ``B`` the measurements on the groups, ``G^+ = P S Cov_B S P^T`` (``S``: 1 / group
-  sizes), exact at any number of cells;
 - beyond, one LSMR solve per answer (``c`` = the minimum-norm solution of ``D^(1/2) A^T``-system
   ``A^T D^(1/2) c = w``), for at most ``SOLVE_LIMIT`` answers.
 
@@ -76,10 +76,14 @@ class LeastSquaresCovariance:
     @property
     def method(self) -> str:
         """Which structure the covariance uses."""
+        first = _unweighted(self.measurements[0].matrix)
+        several = len(self.measurements) == 1 and isinstance(first, Kronecker) and len(first.factors) > 1
+        if several and self.factors is not None:  # a product of factors: its workloads' diagonals factor too
+            return "kronecker"
+        if self._reduced is not None:  # else cheapest when it applies: dense algebra over the groups alone
+            return "groups"
         if self.factors is not None:
             return "kronecker"
-        if self._reduced is not None:
-            return "groups"
         return "dense" if self.size <= DENSE_LIMIT else "iterative"
 
     @cached_property
@@ -117,7 +121,7 @@ class LeastSquaresCovariance:
     @property
     def rank(self) -> int | None:
         """The dimension of the measured row space (None on the iterative path, which does not find it)."""
-        if self.factors is not None:
+        if self.method == "kronecker":
             return math.prod(int(round(np.trace(p))) for p in self._kron_projections)
         if self.method == "groups":
             return self._reduced.rank
@@ -126,13 +130,13 @@ class LeastSquaresCovariance:
     def undetermined(self, W: Matrix) -> np.ndarray:
         """Which of ``W``'s answers the measurements do not determine (see the module docstring)."""
         self._check(W)
-        if self.factors is not None:
+        if self.method == "kronecker":
             structured = self._kronecker_undetermined(W)
             if structured is not None:
                 return structured
         out = []
         for block in row_blocks(W):
-            if self.factors is not None:
+            if self.method == "kronecker":
                 inside = _kron_apply(self._kron_projections, block.T).T
             elif self.method == "dense":
                 basis = self._dense_parts()[1]
@@ -162,7 +166,7 @@ class LeastSquaresCovariance:
         self._check(W)
         if W.shape[0] == 0:
             return np.empty(0)
-        if self.factors is not None:
+        if self.method == "kronecker":
             structured = self._kronecker_diagonal(W)
             if structured is not None:
                 return np.maximum(structured, 0.0)
@@ -190,7 +194,7 @@ class LeastSquaresCovariance:
 
     def _apply(self, X: np.ndarray) -> np.ndarray:
         """``G^+ X`` for a block of columns."""
-        if self.factors is not None:
+        if self.method == "kronecker":
             scale, pinvs = self.factors
             return scale * _kron_apply(pinvs, X)
         if self.method == "groups":
@@ -205,8 +209,7 @@ class LeastSquaresCovariance:
     @cached_property
     def _kron_projections(self) -> list[np.ndarray]:
         """The projections ``(A_i^T A_i)^+ A_i^T A_i`` onto each Kronecker factor's row space."""
-        A = self.measurements[0].matrix
-        A = A.base if isinstance(A, Weighted) else A
+        A = _unweighted(self.measurements[0].matrix)
         factors = A.factors if isinstance(A, Kronecker) else [A]
         return [pinv @ gram(f).dense() for pinv, f in zip(self.factors[1], factors)]
 
@@ -318,6 +321,10 @@ def kronecker_gram_pinvs(measurements: Sequence) -> tuple[float, list[np.ndarray
         root, _ = gram_inverse_root(factor)
         pinvs.append(root @ root.T)
     return 1.0 / (weight * float(m.weights)) ** 2, pinvs
+
+
+def _unweighted(A: Matrix) -> Matrix:
+    return A.base if isinstance(A, Weighted) else A
 
 
 def _kron_apply(pinvs: Sequence[np.ndarray], X: np.ndarray) -> np.ndarray:

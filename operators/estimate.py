@@ -226,7 +226,7 @@ class VectorEstimate(Estimate):
             return unavailable(answers, level, f"no sound interval for what the plan chose privately "
                                f"({self.chosen}): {why}; method='noise' gives the noise's intervals alone")
         spreads = _spreads(W, groups, count)  # per answer and group: how far the even spread can be off per record
-        cut = spreads > 0
+        cut = spreads > 0  # every cut counts, even one from rounding in a group's mean: never less than sound
         alpha = 1 - level
         per_group = alpha / 2 / max(int(cut.sum(axis=1).max(initial=0)), 1)
         method = "bound" if method == "auto" else method
@@ -269,7 +269,7 @@ def _spreads(W: Matrix, groups: np.ndarray, count: int) -> np.ndarray:
         np.minimum.at(low.T, groups, block.T)
         np.maximum.at(high.T, groups, block.T)
         mean = np.stack([np.bincount(groups, weights=row, minlength=count) for row in block]) / sizes
-        out.append(np.maximum(high - mean, mean - low))
+        out.append(np.where(high == low, 0.0, np.maximum(high - mean, mean - low)))  # constant: exactly no bias
     return np.vstack(out) if out else np.zeros((0, count))
 
 
