@@ -176,6 +176,50 @@ class LeastSquaresCovariance:
             found = np.concatenate([np.sum(block * self._apply(block.T).T, axis=1) for block in row_blocks(W)])
         return np.maximum(found, 0.0)
 
+    def largest_shares(self, W: Matrix, work_limit: int) -> np.ndarray | None:
+        """Each answer's largest Laplace term's share of its noise variance, ``max_j c_j^2 / sum_j c_j^2`` over
+        the rows measured with Laplace noise (what tightens the sound bound, ``confidence.bound_halfwidths``):
+        factor by factor for a Kronecker measurement and workload (a product's largest coefficient is the product
+        of its factors'), else from the coefficients when answers x measured rows is at most ``work_limit``;
+        None otherwise."""
+        if self.method == "kronecker":
+            structured = self._kronecker_shares(W)
+            if structured is not None:
+                return structured
+        rows = sum(m.matrix.shape[0] for m in self.measurements)
+        if W.shape[0] * rows > work_limit:
+            return None
+        laplace = np.concatenate([np.full(m.matrix.shape[0], m.noise == "laplace") for m in self.measurements])
+        tiny = np.finfo(float).tiny
+        out = [np.max(c[:, laplace] ** 2, axis=1, initial=0.0) / np.maximum(np.sum(c * c, axis=1), tiny)
+               for c in self.coefficients(W)]
+        return np.concatenate(out) if out else np.empty(0)
+
+    def _kronecker_shares(self, W: Matrix) -> np.ndarray | None:
+        (m,) = self.measurements
+        if isinstance(W, Weighted):
+            return self._kronecker_shares(W.base)
+        if isinstance(W, VStack):
+            parts = [self._kronecker_shares(block) for block in W.blocks]
+            return None if any(p is None for p in parts) else np.concatenate(parts)
+        pinvs = self.factors[1]
+        if isinstance(W, Identity) and len(pinvs) > 1:
+            W = Kronecker([Identity(p.shape[0]) for p in pinvs])
+        factors = W.factors if isinstance(W, Kronecker) else [W]
+        A = _unweighted(m.matrix)
+        measured = A.factors if isinstance(A, Kronecker) else [A]
+        if [f.shape[1] for f in factors] != [p.shape[0] for p in pinvs]:
+            return None
+        largest, total = np.ones(1), np.ones(1)
+        for factor, pinv, strategy in zip(factors, pinvs, measured):  # squares: rows measured x the factor's rows
+            squares = np.hstack([np.asarray(strategy @ (pinv @ block.T)) ** 2
+                                 for block in [np.zeros((0, factor.shape[1])), *row_blocks(factor)]])
+            largest = np.multiply.outer(largest, squares.max(axis=0, initial=0.0)).ravel()
+            total = np.multiply.outer(total, squares.sum(axis=0)).ravel()
+        if m.noise != "laplace":
+            return np.zeros_like(total)
+        return largest / np.maximum(total, np.finfo(float).tiny)
+
     def coefficients(self, W: Matrix) -> Iterator[np.ndarray]:
         """Blocks of rows ``c = D^(1/2) A G^+ w``: each answer's error on the unit-variance noise of every
         measured row (the measurements' rows stacked in order)."""

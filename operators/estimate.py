@@ -40,6 +40,9 @@ IntervalMethod = Literal["auto", "exact", "bound", "noise"]
 EXACT_WORK = 1 << 24
 #: ... and there are at most this many answers (each costs a few ms of numerical integration).
 EXACT_ANSWERS = 5_000
+#: Beyond, the sound bound reads each answer's largest term from the coefficients up to this many answers x measured
+#: rows (a Kronecker measurement and workload: factor by factor, at any size).
+SHARE_WORK = 1 << 26
 
 
 class Estimate(ABC):
@@ -207,9 +210,13 @@ class VectorEstimate(Estimate):
             return normal_halfwidths(variances, level), "exact (Gaussian)"
         rows = sum(m.matrix.shape[0] for m in self.measurements)
         affordable = W.shape[0] <= EXACT_ANSWERS and W.shape[0] * rows <= EXACT_WORK
-        if method == "bound" or (method == "auto" and not affordable):
+        if method == "exact" or (method == "auto" and affordable):
+            return self._laplace_halfwidths(W, level), "exact (numerical, Laplace combination)"
+        shares = self._covariance.largest_shares(W, SHARE_WORK)
+        if shares is None:
             return bound_halfwidths(variances, level), "sound bound (Chernoff, from the variance; wider than exact)"
-        return self._laplace_halfwidths(W, level), "exact (numerical, Laplace combination)"
+        return bound_halfwidths(variances, level, shares), ("sound bound (Chernoff, from the variance and the largest "
+                                                            "term's share of it; wider than exact)")
 
     def _chosen_intervals(self, W: Matrix, answers: np.ndarray, level: float,
                           method: IntervalMethod) -> ConfidenceIntervals:

@@ -61,7 +61,23 @@ def test_chernoff_bound_is_never_narrower_than_the_exact_interval(scales, gaussi
     variance = 2 * float(scales @ scales) + gaussian
     exact = laplace_halfwidth(scales, gaussian, level)
     assert bound_halfwidths(np.array([variance]), level)[0] >= exact
+    share = 2 * float(np.max(scales)) ** 2 / variance  # the largest Laplace term's share of the variance
+    tightened = bound_halfwidths(np.array([variance]), level, np.array([share]))[0]
+    assert exact <= tightened <= bound_halfwidths(np.array([variance]), level)[0] * (1 + 1e-8)
     assert central_probability(exact, scales, gaussian) == pytest.approx(level, abs=1e-7)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 400), st.floats(0.01, 10.0), st.sampled_from([0.9, 0.95, 0.99]))
+def test_the_bound_tightened_by_the_largest_share_holds_for_many_equal_terms(count, scale, level):
+    """The case the share tightens most: many equal Laplace terms (the law nearly normal), against the exact law:
+    never narrower, and from 100 terms within 1.6x of exact (the Gaussian Chernoff bound: 1.49x at 90%, 1.39x at 95%)."""
+    scales = np.full(count, scale)
+    variance = 2 * count * scale**2
+    exact = laplace_halfwidth(scales, 0.0, level)
+    tightened = bound_halfwidths(np.array([variance]), level, np.array([1 / count]))[0]
+    assert exact <= tightened
+    assert count < 100 or tightened <= 1.6 * exact
 
 
 def test_chernoff_factor_solves_its_equation():
