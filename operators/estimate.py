@@ -282,9 +282,11 @@ def _spreads(W: Matrix, groups: np.ndarray, count: int) -> np.ndarray:
 
 def _indicators(groups: np.ndarray, members: np.ndarray) -> Matrix:
     """The queries of the totals of the groups ``members``."""
-    rows = np.concatenate([np.flatnonzero(groups == b) for b in members])
-    which = np.concatenate([np.full(np.count_nonzero(groups == b), k) for k, b in enumerate(members)])
-    return Sparse(scipy.sparse.csr_array((np.ones(rows.size), (which, rows)), shape=(members.size, groups.size)))
+    position = np.full(int(groups.max()) + 1, -1)
+    position[members] = np.arange(members.size)
+    cells = np.flatnonzero(position[groups] >= 0)
+    return Sparse(scipy.sparse.csr_array((np.ones(cells.size), (position[groups[cells]], cells)),
+                                         shape=(members.size, groups.size)))
 
 
 @lru_cache(maxsize=1 << 14)
