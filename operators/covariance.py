@@ -42,7 +42,7 @@ from scipy.sparse.linalg import lsmr
 
 from .matrix import Dense, Identity, Intervals, Kronecker, Matrix, VStack, Weighted
 from ..kernel.matrix.threads import single_threaded_blas
-from .algebra import gram, rows
+from .algebra import rows
 from .linalg import explicit_sparse, gram_inverse_root
 from .measurement import stacked_system
 
@@ -69,9 +69,13 @@ class LeastSquaresCovariance:
         self._dense: tuple[np.ndarray, np.ndarray] | None = None  # G^+ and an orthonormal basis of the row space
 
     @cached_property
+    def _kron_parts(self) -> tuple[float, list[np.ndarray], list[np.ndarray | None]] | None:
+        return kronecker_gram_parts(self.measurements)
+
+    @property
     def factors(self) -> tuple[float, list[np.ndarray]] | None:
         """The Kronecker factors of ``G^+`` when the measurements have that structure (computed on first use)."""
-        return kronecker_gram_pinvs(self.measurements)
+        return None if self._kron_parts is None else self._kron_parts[:2]
 
     @property
     def method(self) -> str:
@@ -122,7 +126,7 @@ class LeastSquaresCovariance:
     def rank(self) -> int | None:
         """The dimension of the measured row space (None on the iterative path, which does not find it)."""
         if self.method == "kronecker":
-            return math.prod(int(round(np.trace(p))) for p in self._kron_projections)
+            return math.prod(p.shape[0] if b is None else b.shape[1] for p, b in zip(*self._kron_parts[1:]))
         if self.method == "groups":
             return self._reduced.rank
         return None if self.method == "iterative" else self._dense_parts()[1].shape[1]
@@ -137,7 +141,9 @@ class LeastSquaresCovariance:
         out = []
         for block in row_blocks(W):
             if self.method == "kronecker":
-                inside = _kron_apply(self._kron_projections, block.T).T
+                projections = [np.eye(p.shape[0]) if q is None else q
+                               for p, q in zip(self._kron_parts[1], self._kron_projections)]
+                inside = _kron_apply(projections, block.T).T
             elif self.method == "dense":
                 basis = self._dense_parts()[1]
                 inside = (block @ basis) @ basis.T
@@ -251,11 +257,9 @@ class LeastSquaresCovariance:
         return self._dense
 
     @cached_property
-    def _kron_projections(self) -> list[np.ndarray]:
-        """The projections ``(A_i^T A_i)^+ A_i^T A_i`` onto each Kronecker factor's row space."""
-        A = _unweighted(self.measurements[0].matrix)
-        factors = A.factors if isinstance(A, Kronecker) else [A]
-        return [pinv @ gram(f).dense() for pinv, f in zip(self.factors[1], factors)]
+    def _kron_projections(self) -> list[np.ndarray | None]:
+        """The projections onto each Kronecker factor's row space (None for full column rank: the identity)."""
+        return [None if basis is None else basis @ basis.T for basis in self._kron_parts[2]]
 
     def _kronecker_diagonal(self, W: Matrix) -> np.ndarray | None:
         scale, pinvs = self.factors
@@ -288,17 +292,21 @@ class LeastSquaresCovariance:
         if isinstance(W, VStack):
             parts = [self._kronecker_undetermined(block) for block in W.blocks]
             return None if any(p is None for p in parts) else np.concatenate(parts)
-        if isinstance(W, Identity) and len(projections) > 1:
-            W = Kronecker([Identity(p.shape[0]) for p in projections])
+        pinvs = self._kron_parts[1]
+        if isinstance(W, Identity) and len(pinvs) > 1:
+            W = Kronecker([Identity(p.shape[0]) for p in pinvs])
         factors = W.factors if isinstance(W, Kronecker) else [W]
-        if [f.shape[1] for f in factors] != [p.shape[0] for p in projections]:
+        if [f.shape[1] for f in factors] != [p.shape[0] for p in pinvs]:
             return None
         outside, zero = np.zeros(1, dtype=bool), np.zeros(1, dtype=bool)
         for factor, projection in zip(factors, projections):
             block = np.vstack([np.zeros((0, factor.shape[1])), *row_blocks(factor)])
             norms = np.linalg.norm(block, axis=1)
-            missed = np.linalg.norm(block - block @ projection.T, axis=1) > DETERMINED_RTOL * np.maximum(
-                norms, np.finfo(float).tiny)
+            if projection is None:  # a factor of full column rank determines every row
+                missed = np.zeros(block.shape[0], dtype=bool)
+            else:
+                missed = np.linalg.norm(block - block @ projection.T, axis=1) > DETERMINED_RTOL * np.maximum(
+                    norms, np.finfo(float).tiny)
             outside = np.logical_or.outer(outside, missed).ravel()
             zero = np.logical_or.outer(zero, norms == 0).ravel()
         return outside & ~zero
@@ -351,6 +359,12 @@ def interval_variances(covariance: np.ndarray, lo: np.ndarray, hi: np.ndarray) -
 def kronecker_gram_pinvs(measurements: Sequence) -> tuple[float, list[np.ndarray]] | None:
     """``(sigma^2 / w^2, [(A_i^T A_i)^+])`` when the measurements are one (weighted) Kronecker product, or
     one 1-D matrix, with one noise level and factors of at most ``FACTOR_LIMIT`` columns; else None."""
+    parts = kronecker_gram_parts(measurements)
+    return None if parts is None else parts[:2]
+
+
+def kronecker_gram_parts(measurements: Sequence) -> tuple[float, list[np.ndarray], list[np.ndarray | None]] | None:
+    """:func:`kronecker_gram_pinvs` and each factor's row-space basis (None: full column rank)."""
     if len(measurements) != 1 or np.ndim(measurements[0].weights) != 0:
         return None
     (m,) = measurements
@@ -360,11 +374,12 @@ def kronecker_gram_pinvs(measurements: Sequence) -> tuple[float, list[np.ndarray
     factors = A.factors if isinstance(A, Kronecker) else [A]
     if weight == 0.0 or max(f.shape[1] for f in factors) > FACTOR_LIMIT:
         return None
-    pinvs = []
+    pinvs, bases = [], []
     for factor in factors:
-        root, _ = gram_inverse_root(factor)
+        root, basis = gram_inverse_root(factor)
         pinvs.append(root @ root.T)
-    return 1.0 / (weight * float(m.weights)) ** 2, pinvs
+        bases.append(basis)
+    return 1.0 / (weight * float(m.weights)) ** 2, pinvs, bases
 
 
 def _unweighted(A: Matrix) -> Matrix:
