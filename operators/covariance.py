@@ -202,29 +202,22 @@ class LeastSquaresCovariance:
         return np.concatenate(out) if out else np.empty(0)
 
     def _kronecker_shares(self, W: Matrix) -> np.ndarray | None:
+        products = self._kronecker_products(W)
+        if products is None:
+            return None
         (m,) = self.measurements
-        if isinstance(W, Weighted):
-            return self._kronecker_shares(W.base)
-        if isinstance(W, VStack):
-            parts = [self._kronecker_shares(block) for block in W.blocks]
-            return None if any(p is None for p in parts) else np.concatenate(parts)
-        pinvs = self.factors[1]
-        if isinstance(W, Identity) and len(pinvs) > 1:
-            W = Kronecker([Identity(p.shape[0]) for p in pinvs])
-        factors = W.factors if isinstance(W, Kronecker) else [W]
         A = _unweighted(m.matrix)
         measured = A.factors if isinstance(A, Kronecker) else [A]
-        if [f.shape[1] for f in factors] != [p.shape[0] for p in pinvs]:
-            return None
-        largest, total = np.ones(1), np.ones(1)
-        for factor, pinv, strategy in zip(factors, pinvs, measured):  # squares: rows measured x the factor's rows
-            squares = np.hstack([np.asarray(strategy @ (pinv @ block.T)) ** 2
-                                 for block in [np.zeros((0, factor.shape[1])), *row_blocks(factor)]])
-            largest = np.multiply.outer(largest, squares.max(axis=0, initial=0.0)).ravel()
-            total = np.multiply.outer(total, squares.sum(axis=0)).ravel()
-        if m.noise != "laplace":
-            return np.zeros_like(total)
-        return largest / np.maximum(total, np.finfo(float).tiny)
+        out = []
+        for _, factors in products:  # a weight scales every coefficient alike: the shares do not see it
+            largest, total = np.ones(1), np.ones(1)
+            for factor, pinv, strategy in zip(factors, self.factors[1], measured):  # rows measured x factor rows
+                squares = np.hstack([np.asarray(strategy @ (pinv @ block.T)) ** 2
+                                     for block in [np.zeros((0, factor.shape[1])), *row_blocks(factor)]])
+                largest = np.multiply.outer(largest, squares.max(axis=0, initial=0.0)).ravel()
+                total = np.multiply.outer(total, squares.sum(axis=0)).ravel()
+            out.append(largest / np.maximum(total, np.finfo(float).tiny) if m.noise == "laplace" else 0 * total)
+        return np.concatenate(out)
 
     def coefficients(self, W: Matrix) -> Iterator[np.ndarray]:
         """Blocks of rows ``c = D^(1/2) A G^+ w``: each answer's error on the unit-variance noise of every
@@ -261,55 +254,59 @@ class LeastSquaresCovariance:
         """The projections onto each Kronecker factor's row space (None for full column rank: the identity)."""
         return [None if basis is None else basis @ basis.T for basis in self._kron_parts[2]]
 
-    def _kronecker_diagonal(self, W: Matrix) -> np.ndarray | None:
-        scale, pinvs = self.factors
+    def _kronecker_products(self, W: Matrix) -> list[tuple[float, list[Matrix]]] | None:
+        """``W`` as its Kronecker products in row order, each ``(weight, factors)`` over the measurement's factor
+        sizes (every cell: the product of identities); None when it is not such a stack."""
+        pinvs = self.factors[1]
         if isinstance(W, Weighted):
-            inner = self._kronecker_diagonal(W.base)
-            return None if inner is None else W.weight**2 * inner
+            inner = self._kronecker_products(W.base)
+            return None if inner is None else [(W.weight * weight, factors) for weight, factors in inner]
         if isinstance(W, VStack):
-            parts = [self._kronecker_diagonal(block) for block in W.blocks]
-            return None if any(p is None for p in parts) else np.concatenate(parts)
-        if isinstance(W, Identity) and len(pinvs) > 1:  # every cell: the Kronecker product of identities
+            parts = [self._kronecker_products(block) for block in W.blocks]
+            return None if any(p is None for p in parts) else [product for part in parts for product in part]
+        if isinstance(W, Identity) and len(pinvs) > 1:
             W = Kronecker([Identity(p.shape[0]) for p in pinvs])
         factors = W.factors if isinstance(W, Kronecker) else [W]
-        if [f.shape[1] for f in factors] != [p.shape[0] for p in pinvs]:
+        return [(1.0, factors)] if [f.shape[1] for f in factors] == [p.shape[0] for p in pinvs] else None
+
+    def _kronecker_diagonal(self, W: Matrix) -> np.ndarray | None:
+        products = self._kronecker_products(W)
+        if products is None:
             return None
-        diagonal = np.ones(1)
-        for factor, pinv in zip(factors, pinvs):
-            if isinstance(factor, Intervals):
-                part = interval_variances(pinv, factor.lo, factor.hi)
-            else:
-                part = np.concatenate([np.sum(b * (pinv @ b.T).T, axis=1) for b in row_blocks(factor)])
-            diagonal = np.multiply.outer(diagonal, part).ravel()
-        return scale * diagonal
+        scale, pinvs = self.factors
+        out = []
+        for weight, factors in products:
+            diagonal = np.ones(1)
+            for factor, pinv in zip(factors, pinvs):
+                if isinstance(factor, Intervals):
+                    part = interval_variances(pinv, factor.lo, factor.hi)
+                else:
+                    part = np.concatenate([np.sum(b * (pinv @ b.T).T, axis=1) for b in row_blocks(factor)])
+                diagonal = np.multiply.outer(diagonal, part).ravel()
+            out.append(weight**2 * scale * diagonal)
+        return np.concatenate(out)
 
     def _kronecker_undetermined(self, W: Matrix) -> np.ndarray | None:
         """``undetermined`` one factor at a time: a product of rows is determined when each factor's row is (or
         one is zero); None when ``W`` is not a (stack of) Kronecker product(s) of the measurement's factor sizes."""
-        projections = self._kron_projections
-        if isinstance(W, Weighted):
-            return self._kronecker_undetermined(W.base)
-        if isinstance(W, VStack):
-            parts = [self._kronecker_undetermined(block) for block in W.blocks]
-            return None if any(p is None for p in parts) else np.concatenate(parts)
-        pinvs = self._kron_parts[1]
-        if isinstance(W, Identity) and len(pinvs) > 1:
-            W = Kronecker([Identity(p.shape[0]) for p in pinvs])
-        factors = W.factors if isinstance(W, Kronecker) else [W]
-        if [f.shape[1] for f in factors] != [p.shape[0] for p in pinvs]:
+        products = self._kronecker_products(W)
+        if products is None:
             return None
-        outside, zero = np.zeros(1, dtype=bool), np.zeros(1, dtype=bool)
-        for factor, projection in zip(factors, projections):
-            block = np.vstack([np.zeros((0, factor.shape[1])), *row_blocks(factor)])
-            norms = np.linalg.norm(block, axis=1)
-            if projection is None:  # a factor of full column rank determines every row
-                missed = np.zeros(block.shape[0], dtype=bool)
-            else:
-                missed = np.linalg.norm(block - block @ projection.T, axis=1) > DETERMINED_RTOL * np.maximum(
-                    norms, np.finfo(float).tiny)
-            outside = np.logical_or.outer(outside, missed).ravel()
-            zero = np.logical_or.outer(zero, norms == 0).ravel()
-        return outside & ~zero
+        out = []
+        for _, factors in products:
+            outside, zero = np.zeros(1, dtype=bool), np.zeros(1, dtype=bool)
+            for factor, projection in zip(factors, self._kron_projections):
+                block = np.vstack([np.zeros((0, factor.shape[1])), *row_blocks(factor)])
+                norms = np.linalg.norm(block, axis=1)
+                if projection is None:  # a factor of full column rank determines every row
+                    missed = np.zeros(block.shape[0], dtype=bool)
+                else:
+                    missed = np.linalg.norm(block - block @ projection.T, axis=1) > DETERMINED_RTOL * np.maximum(
+                        norms, np.finfo(float).tiny)
+                outside = np.logical_or.outer(outside, missed).ravel()
+                zero = np.logical_or.outer(zero, norms == 0).ravel()
+            out.append(outside & ~zero)
+        return np.concatenate(out)
 
     def _iterative_coefficients(self, W: Matrix) -> Iterator[np.ndarray]:
         if W.shape[0] > SOLVE_LIMIT:
