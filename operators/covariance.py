@@ -40,10 +40,11 @@ import scipy.linalg
 import scipy.sparse
 from scipy.sparse.linalg import lsmr
 
-from .matrix import Dense, Identity, Intervals, Kronecker, Matrix, VStack, Weighted
 from ..kernel.matrix.threads import single_threaded_blas
 from .algebra import rows
+from .laplace_laws import Laws, coefficient_laws, kronecker_laws
 from .linalg import explicit_sparse, gram_inverse_root
+from .matrix import Dense, Identity, Intervals, Kronecker, Matrix, VStack, Weighted
 from .measurement import stacked_system
 
 #: Largest factor (columns) whose Gram the Kronecker path pseudo-inverts densely.
@@ -202,22 +203,48 @@ class LeastSquaresCovariance:
         return np.concatenate(out) if out else np.empty(0)
 
     def _kronecker_shares(self, W: Matrix) -> np.ndarray | None:
+        products = self._factor_coefficients(W)
+        if products is None:
+            return None
+        out = []
+        for _, coefficients in products:  # a weight scales every coefficient alike: the shares do not see it
+            largest, total = np.ones(1), np.ones(1)
+            for squares in (c**2 for c in coefficients):
+                largest = np.multiply.outer(largest, squares.max(axis=0, initial=0.0)).ravel()
+                total = np.multiply.outer(total, squares.sum(axis=0)).ravel()
+            laplace = self.measurements[0].noise == "laplace"
+            out.append(largest / np.maximum(total, np.finfo(float).tiny) if laplace else 0 * total)
+        return np.concatenate(out)
+
+    def _factor_coefficients(self, W: Matrix) -> list[tuple[float, list[np.ndarray]]] | None:
+        """For a Kronecker measurement and workload: per product, its weight times ``1 / (w sigma)`` (the factor
+        every coefficient shares) and per factor the coefficients ``A_i (A_i^T A_i)^+ W_i^T`` (rows measured x
+        factor rows), so that an answer's coefficients are that weight times the Kronecker product of its
+        factors' columns; None for other workloads."""
         products = self._kronecker_products(W)
         if products is None:
             return None
-        (m,) = self.measurements
-        A = _unweighted(m.matrix)
+        A = _unweighted(self.measurements[0].matrix)
         measured = A.factors if isinstance(A, Kronecker) else [A]
-        out = []
-        for _, factors in products:  # a weight scales every coefficient alike: the shares do not see it
-            largest, total = np.ones(1), np.ones(1)
-            for factor, pinv, strategy in zip(factors, self.factors[1], measured):  # rows measured x factor rows
-                squares = np.hstack([np.asarray(strategy @ (pinv @ block.T)) ** 2
-                                     for block in [np.zeros((0, factor.shape[1])), *row_blocks(factor)]])
-                largest = np.multiply.outer(largest, squares.max(axis=0, initial=0.0)).ravel()
-                total = np.multiply.outer(total, squares.sum(axis=0)).ravel()
-            out.append(largest / np.maximum(total, np.finfo(float).tiny) if m.noise == "laplace" else 0 * total)
-        return np.concatenate(out)
+        scale, pinvs = self.factors
+        return [(weight * math.sqrt(scale), [
+            np.hstack([np.asarray(strategy @ (pinv @ block.T)) for block in
+                       [np.zeros((0, factor.shape[1])), *row_blocks(factor)]])
+            for factor, pinv, strategy in zip(factors, pinvs, measured)]) for weight, factors in products]
+
+    def error_laws(self, W: Matrix, work_limit: int) -> tuple[np.ndarray, Laws] | None:
+        """Each answer's error as a law (``laplace_laws.Laws``; the first array maps answers to laws): factor by
+        factor for a Kronecker measurement and workload (a product's coefficients are the products of its
+        factors'), else from the coefficients; None when that takes more than ``work_limit`` terms."""
+        if self.method == "kronecker":
+            products = self._factor_coefficients(W)
+            if products is not None:
+                return kronecker_laws(products, self.measurements[0].noise, work_limit)
+        rows = sum(m.matrix.shape[0] for m in self.measurements)
+        if W.shape[0] * rows > work_limit:
+            return None
+        laplace = np.concatenate([np.full(m.matrix.shape[0], m.noise == "laplace") for m in self.measurements])
+        return np.arange(W.shape[0]), coefficient_laws(list(self.coefficients(W)), laplace)
 
     def coefficients(self, W: Matrix) -> Iterator[np.ndarray]:
         """Blocks of rows ``c = D^(1/2) A G^+ w``: each answer's error on the unit-variance noise of every

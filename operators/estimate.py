@@ -23,23 +23,24 @@ import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 import scipy.sparse
 
-from .matrix import Identity, Matrix, Sparse
+from . import laplace_laws
+from .confidence import ConfidenceIntervals, bound_halfwidths, check_level, normal_halfwidths
 from .covariance import LeastSquaresCovariance, row_blocks
-from .confidence import ConfidenceIntervals, bound_halfwidths, check_level, laplace_halfwidth, normal_halfwidths
+from .matrix import Identity, Matrix, Sparse
 from .measurement import Measurement
 
 IntervalMethod = Literal["auto", "exact", "bound", "noise"]
 
-#: ``auto`` computes exact Laplace intervals when answers x measured rows is at most this.
-EXACT_WORK = 1 << 24
-#: ... and there are at most this many answers (each costs a few ms of numerical integration).
-EXACT_ANSWERS = 5_000
+#: ``auto`` computes exact Laplace intervals when the answers' laws take at most this many terms (answers x measured
+#: rows; for a Kronecker measurement and workload, factor by factor: ``operators.laplace_laws``).
+EXACT_WORK = 1 << 26
+#: ``method="exact"`` takes at most this many (beyond: ask for fewer answers at a time).
+EXACT_WORK_ASKED = 1 << 29
 #: Beyond, the sound bound reads each answer's largest term from the coefficients up to this many answers x measured
 #: rows (a Kronecker measurement and workload: factor by factor, at any size).
 SHARE_WORK = 1 << 26
@@ -205,13 +206,19 @@ class VectorEstimate(Estimate):
 
     def _noise_halfwidths(self, W: Matrix, level: float, method: IntervalMethod) -> tuple[np.ndarray, str]:
         """Half-widths of the noise's part of each answer's error at ``level``, and how they were made."""
-        variances = self._covariance.noise_variances(W)
         if self.noise == {"gaussian"}:
-            return normal_halfwidths(variances, level), "exact (Gaussian)"
-        rows = sum(m.matrix.shape[0] for m in self.measurements)
-        affordable = W.shape[0] <= EXACT_ANSWERS and W.shape[0] * rows <= EXACT_WORK
-        if method == "exact" or (method == "auto" and affordable):
-            return self._laplace_halfwidths(W, level), "exact (numerical, Laplace combination)"
+            return normal_halfwidths(self._covariance.noise_variances(W), level), "exact (Gaussian)"
+        if method != "bound":
+            laws = self._covariance.error_laws(W, EXACT_WORK if method == "auto" else EXACT_WORK_ASKED)
+            if laws is not None:
+                of_answer, found = laws
+                return laplace_laws.halfwidths(found, level)[of_answer], (
+                    f"exact (numerical, Laplace combination; scales rounded up, at most "
+                    f"{100 * found.widening:.2g}% wider)")
+            if method == "exact":
+                raise ValueError(f"exact Laplace intervals for these {W.shape[0]} answers would take more than "
+                                 f"{EXACT_WORK_ASKED} terms: ask for fewer answers at a time, or method='bound'")
+        variances = self._covariance.noise_variances(W)
         shares = self._covariance.largest_shares(W, SHARE_WORK)
         if shares is None:
             return bound_halfwidths(variances, level), "sound bound (Chernoff, from the variance; wider than exact)"
@@ -222,9 +229,7 @@ class VectorEstimate(Estimate):
                           method: IntervalMethod) -> ConfidenceIntervals:
         """A data-dependent plan's intervals: the noise's at ``1 - alpha / 2`` plus a bound on the bias of
         spreading each group evenly, from upper bounds on the groups' totals that hold at ``alpha / 2`` in all
-        (a union bound), or withheld when no such bound is sound (the class docstring). Under ``auto`` the noise's
-        part is the Chernoff bound: the interval is a bound already, and the laws of a data-dependent plan's
-        answers change from run to run, so exact ones would be integrated afresh each time."""
+        (a union bound), or withheld when no such bound is sound (the class docstring)."""
         groups = self._covariance.groups
         count = int(groups.max()) + 1
         if self.reused or self._covariance.rank != count:
@@ -236,7 +241,6 @@ class VectorEstimate(Estimate):
         cut = spreads > 0  # every cut counts, even one from rounding in a group's mean: never less than sound
         alpha = 1 - level
         per_group = alpha / 2 / max(int(cut.sum(axis=1).max(initial=0)), 1)
-        method = "bound" if method == "auto" else method
         half, how = self._noise_halfwidths(W, 1 - alpha / 2, method)
         if cut.any():
             members = np.flatnonzero(cut.any(axis=0))
@@ -246,23 +250,6 @@ class VectorEstimate(Estimate):
             half = half + spreads[:, members] @ ceiling
         return intervals_from(answers, level, half, f"sound: {how} at 1 - alpha/2, plus a bound on the "
                               f"bias of spreading evenly within {self.chosen} at alpha/2")
-
-    def _laplace_halfwidths(self, W: Matrix, level: float) -> np.ndarray:
-        """Numerically exact half-widths from each answer's noise coefficients (equal laws computed once)."""
-        laplace = np.concatenate([np.full(m.matrix.shape[0], m.noise == "laplace") for m in self.measurements])
-        half = []
-        for block in self._covariance.coefficients(W):
-            for c in block:
-                sd = math.sqrt(float(c @ c))
-                if sd == 0:
-                    half.append(0.0)
-                    continue
-                unit = c / sd  # laws equal up to scale share one integration
-                scales = np.sort(np.round(np.abs(unit[laplace]) / math.sqrt(2), 10))
-                gaussian = float(np.round(unit[~laplace] @ unit[~laplace], 10))
-                half.append(sd * _unit_halfwidth(scales[scales > 0].tobytes(), gaussian, level))
-        return np.asarray(half)
-
 
 def _spreads(W: Matrix, groups: np.ndarray, count: int) -> np.ndarray:
     """Per answer and group ``b``: ``max(max w_b - mean w_b, mean w_b - min w_b)``. Spreading a group's total
@@ -287,9 +274,3 @@ def _indicators(groups: np.ndarray, members: np.ndarray) -> Matrix:
     cells = np.flatnonzero(position[groups] >= 0)
     return Sparse(scipy.sparse.csr_array((np.ones(cells.size), (position[groups[cells]], cells)),
                                          shape=(members.size, groups.size)))
-
-
-@lru_cache(maxsize=1 << 14)
-def _unit_halfwidth(scales: bytes, gaussian: float, level: float) -> float:
-    """``laplace_halfwidth`` of a unit-variance law, remembered: the same strategy gives the same laws."""
-    return laplace_halfwidth(np.frombuffer(scales), gaussian, level)
