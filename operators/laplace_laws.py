@@ -27,6 +27,7 @@ Three steps, each with its error accounted for so that an interval can be wider 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +49,12 @@ TRUNCATIONS = 2.0 ** np.arange(2, 12)
 GRID_POINTS = 64
 #: Laws integrated at once (their characteristic functions: LAW_BLOCK x nodes floats).
 LAW_BLOCK = 2048
+#: Sets of laws whose quantiles are remembered (the most recently used; keyed by the laws' hashes and the level).
+REMEMBER = 64
+#: ... of at most this many laws each (so at most about 100 MB in all).
+REMEMBER_LAWS = 1 << 16
+
+_REMEMBERED: OrderedDict[tuple[bytes, float], np.ndarray] = OrderedDict()
 
 
 @dataclass(frozen=True)
@@ -164,9 +171,16 @@ def halfwidths(laws: Laws, level: float) -> np.ndarray:
     keys = np.column_stack([_row_hash(table, seed) for seed in (1, 2)] + [gaussian.view(np.uint64)])
     _, first, inverse = np.unique(keys[noisy], axis=0, return_index=True, return_inverse=True)
     representatives = np.flatnonzero(noisy)[first]
-    unit = np.concatenate([np.empty(0)] + [
-        _standard_quantiles(table[chunk], gaussian[chunk], level)
-        for chunk in np.array_split(representatives, max(1, -(-representatives.size // LAW_BLOCK)))])
+    remembered = (keys[representatives].tobytes(), level)  # the same strategy run again: the same laws
+    unit = _REMEMBERED.pop(remembered, None)
+    if unit is None:
+        unit = np.concatenate([np.empty(0)] + [
+            _standard_quantiles(table[chunk], gaussian[chunk], level)
+            for chunk in np.array_split(representatives, max(1, -(-representatives.size // LAW_BLOCK)))])
+    if representatives.size <= REMEMBER_LAWS:
+        _REMEMBERED[remembered] = unit
+    while len(_REMEMBERED) > REMEMBER:
+        _REMEMBERED.popitem(last=False)
     found = np.zeros(count)
     found[noisy] = unit[inverse.ravel()] * np.exp2(shift[noisy] / GRID)
     return found
