@@ -15,7 +15,7 @@ from . import protocol as p
 from .accountant import PLAN_STEPS
 from .limits import OBJECT_STEPS, Cost, Work
 from .matrix import SealedMatrix
-from .mechanisms import dawa, efpa, exponential, gaussian, laplace, php, privbayes, release, structure_first
+from .mechanisms import dawa, efpa, exponential, gaussian, laplace, marginals, php, privbayes, release, structure_first
 from .mechanisms.release import Prepared, release_many
 from .noise import NoiseSource
 from .sources import Sources, Table, Vector
@@ -275,3 +275,54 @@ def privbayes_select(sources: Sources, request: p.PrivBayesSelect, work: Work) -
     return _selection(
         sources, request, scores, lambda scores, noise: exponential.select(noise, scores, request.epsilon, sensitivity)
     )
+
+
+def marginal_select(sources: Sources, request: p.MarginalSelect, work: Work) -> Measurement:
+    table = sources.get(request.source, Table)
+    tables = [projected(table, names) for names in request.candidates]
+    check_histograms(sources, tables)
+    maps = _recodings(table, request.recode)
+    sizes = table.backend.domain.sizes
+    shapes = [tuple(int(maps[i].max()) + 1 if i in maps else sizes[i] for i in t.attributes) for t in tables]
+    _check(sources, "the marginals' scores", marginals.cost([t.domain.size for t in tables]))  # recoding only merges
+    estimates = [e.array() if e.dtype == "float64" else e.array().astype(np.float64) for e in request.estimates]
+    for names, shape, estimate in zip(request.candidates, shapes, estimates):
+        if estimate.shape != shape:
+            raise ValueError(
+                f"the estimate for {names} must have shape {list(shape)} (axes in the table's "
+                f"attribute order, after recoding), got {list(estimate.shape)}"
+            )
+    norms = [marginals.checked(w, o, e) for w, o, e in zip(request.weights, request.offsets, estimates)]
+    size = marginals.sensitivity(request.weights, request.offsets, norms, sources.max_rows)
+    sensitivity = exponential.selectable(request.epsilon, size)
+
+    def scores(work: Work) -> np.ndarray:
+        out = []
+        for t, estimate, w, o in zip(tables, estimates, request.weights, request.offsets):
+            work.step(64 * t.domain.size + OBJECT_STEPS)
+            counts = marginals.recoded(
+                t.backend.histogram(t.attributes, t.predicate), [maps.get(i) for i in t.attributes]
+            )
+            out.append(marginals.score(counts, estimate, w, o))
+        return np.array(out)
+
+    return _selection(
+        sources, request, scores, lambda scores, noise: exponential.select(noise, scores, request.epsilon, sensitivity)
+    )
+
+
+def _recodings(table: Table, recode: dict[str, p.ArrayData]) -> dict[int, np.ndarray]:
+    """Each recoded attribute's map, by attribute index: one new value in 0..k-1 per value, every one used."""
+    out = {}
+    for name, data in recode.items():
+        table.domain.indices([name])  # the name must be in this source's domain
+        (index,) = table.backend.domain.indices([name])
+        size = table.backend.domain.sizes[index]
+        values = data.array()
+        if values.shape != (size,) or values.min() < 0 or np.unique(values).size != int(values.max()) + 1:
+            raise ValueError(
+                f"the recoding of {name!r} must give each of its {size} values a new value, using "
+                "every new value from 0 up"
+            )
+        out[index] = values
+    return out

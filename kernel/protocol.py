@@ -212,6 +212,32 @@ class PrivBayesSelect(_OnSource):
     epsilon: Epsilon
 
 
+class MarginalSelect(_OnSource):
+    """MST's and AIM's selection step: one candidate attribute set of a table by the exponential mechanism on
+    ``weight * ||marginal - estimate||_1 - offset`` (docs/privacy/marginal-selection.md). Each estimate has the
+    candidate's marginal's shape, axes in the table's attribute order, after ``recode`` (per attribute, a public map
+    of its values to new ones 0..k-1) merges values."""
+
+    op: Literal["marginal_select"] = "marginal_select"
+    candidates: list[Annotated[list[str], Field(min_length=1, max_length=1 << 10)]] = Field(
+        min_length=1, max_length=1 << 12, fail_fast=True
+    )
+    estimates: list[ArrayData] = Field(min_length=1, max_length=1 << 12, fail_fast=True)
+    weights: list[float] = Field(min_length=1, max_length=1 << 12, fail_fast=True)
+    offsets: list[float] = Field(min_length=1, max_length=1 << 12, fail_fast=True)
+    recode: dict[str, ArrayData] = Field(default_factory=dict, max_length=1 << 10)
+    epsilon: Epsilon
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> MarginalSelect:
+        if not len(self.candidates) == len(self.estimates) == len(self.weights) == len(self.offsets):
+            raise ValueError("give one estimate, weight and offset per candidate")
+        for name, values in self.recode.items():
+            if values.dtype != "int64" or len(values.shape) != 1:
+                raise ValueError(f"the recoding of {name!r} must be a 1-D array of integers, one per value")
+        return self
+
+
 class BudgetStatus(_Message):
     op: Literal["budget"] = "budget"
 
@@ -246,6 +272,7 @@ Request = Annotated[
         FourierSelect,
         StructureFirst,
         PrivBayesSelect,
+        MarginalSelect,
         BudgetStatus,
         LineageGraph,
         TranscriptLog,

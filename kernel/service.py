@@ -181,6 +181,7 @@ OPERATIONS: dict[type, Callable[[Kernel, Any, Work], Any]] = {
     p.FourierSelect: _on_sources(m.fourier_select),
     p.StructureFirst: _on_sources(m.structure_first_boundaries),
     p.PrivBayesSelect: _on_sources(m.privbayes_select),
+    p.MarginalSelect: _on_sources(m.marginal_select),
     p.BudgetStatus: Kernel._budget,
     p.LineageGraph: Kernel._lineage,
     p.TranscriptLog: Kernel._transcript_log,

@@ -15,7 +15,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Annotated, Union
@@ -321,6 +321,27 @@ class Handle:
         by the exponential mechanism favouring children that depend most on their parents (the L1 distance of
         their counts from independence; docs/privacy/privbayes.md)."""
         message = p.PrivBayesSelect(source=self.id, candidates=[(c, list(ps)) for c, ps in candidates], epsilon=epsilon)
+        return self._session.request(message).index
+
+    def marginal_select(self, candidates: Sequence[Sequence[str]], estimates: Sequence[np.ndarray],
+                        epsilon: float | Fraction | str, *, weights: Sequence[float] | None = None,
+                        offsets: Sequence[float] | None = None,
+                        recode: Mapping[str, Sequence[int]] | None = None) -> int:
+        """MST's and AIM's private selection on this table: the index of one candidate attribute set, chosen by the
+        exponential mechanism favouring ``weight * ||marginal - estimate||_1 - offset`` (docs/privacy/
+        marginal-selection.md). Each estimate has its candidate's marginal's shape, axes in the candidate's order,
+        after ``recode`` (per attribute, a map of its values onto new values 0..k-1) merges values."""
+        order = {name: i for i, name in enumerate(self.domain.names)}
+        arrays = []
+        for names, estimate in zip(candidates, estimates, strict=True):
+            axes = sorted(range(len(names)), key=lambda axis: order.get(names[axis], -1))  # the table's order
+            arrays.append(ArrayData.of(np.transpose(np.asarray(estimate, dtype=float), axes)))
+        message = p.MarginalSelect(
+            source=self.id, candidates=[list(c) for c in candidates], estimates=arrays,
+            weights=list(weights) if weights is not None else [1.0] * len(candidates),
+            offsets=list(offsets) if offsets is not None else [0.0] * len(candidates),
+            recode={name: ArrayData.of(np.asarray(values, dtype=np.int64)) for name, values in (recode or {}).items()},
+            epsilon=epsilon)
         return self._session.request(message).index
 
     def dyadic_deviations(self, epsilon: float | Fraction | str) -> NoisyAnswer:

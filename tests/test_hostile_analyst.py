@@ -177,6 +177,8 @@ def _requests(x: str, root: str, epsilon: str) -> dict[str, dict]:
         "fourier_select": {"op": "fourier_select", "source": x, "epsilon": epsilon, "offsets": array(np.zeros(16))},
         "structure_first": {"op": "structure_first", "source": x, "epsilon": epsilon, "buckets": 3, "bound": 1e300},
         "privbayes_select": {"op": "privbayes_select", "source": root, "epsilon": epsilon, "candidates": [["a", []]]},
+        "marginal_select": {"op": "marginal_select", "source": root, "epsilon": epsilon, "candidates": [["a"]],
+                            "estimates": [array(np.full(16, 2.0**60))], "weights": [2.0**300], "offsets": [-2.0**399]},
     }
 
 
