@@ -19,7 +19,7 @@ from .residual_planner import measured
 
 
 def residual_planner_pgm(source: Handle, workload: MarginalStack | Iterable, budget: Budget, *,
-                         shape: Sequence[int] | None = None, loss: str = "sum", iterations: int = 1000,
+                         shape: Sequence[int] | None = None, loss: str = "sum", iterations: int = pgm.ITERATIONS,
                          method: str = "auto",
                          max_host_cells: int = DEFAULT_HOST_CELLS,
                          callback: Callable[[int, float], object] | None = None) -> pgm.Model:

@@ -59,7 +59,7 @@ def privbayes_ls(source: Handle, workload: Matrix | None, budget: Budget, *, sha
 
 def privbayes_pgm(source: Handle, workload, budget: Budget, *, shape: Sequence[int] | None = None,
                   selection_share: float = 0.3, degree: int = 2, max_cells: int = 10_000, seed: int | None = None,
-                  iterations: int = 1000, method: str = "auto",
+                  iterations: int = pgm.ITERATIONS, method: str = "auto",
                   callback: Callable[[int, float], object] | None = None) -> pgm.Model:
     """PrivBayes selection and measurement as in :func:`privbayes_ls`, then one graphical model fitted to the
     measurements (``operators.pgm.fit``, least squares weighted by the Laplace noise's scale; ``iterations``,

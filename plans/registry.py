@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import (
-    advised, ahp, dawa, dpcube, efpa, grids, hdmm, mwem, pgm, php, privbayes, query_smasher, residual_planner, static, striped,
-    structure_first,
+    advised, ahp, aim, dawa, dpcube, efpa, grids, hdmm, mst, mwem, pgm, php, privbayes, query_smasher, residual_planner,
+    static, striped, structure_first,
 )
 
 
@@ -31,6 +31,9 @@ class PlanInfo:
     strategy: Callable | None = None
     #: Returns a fitted model with ``synthetic(n_rows, seed)`` (what ``ektelo-ng run --synthetic`` needs).
     model: bool = False
+    #: What a model plan's ``callback(step, value)`` counts: a fit's iterations ("fit") or, for plans that fit
+    #: after every round, the percent of the budget spent ("budget").
+    progress: str = "fit"
 
 
 info: dict[str, PlanInfo] = {
@@ -138,7 +141,7 @@ info: dict[str, PlanInfo] = {
         summary="DAWA on every stripe with the whole budget (parallel composition)",
     ),
     "ResidualPlanner+PGM": PlanInfo(
-        pgm.residual_planner_pgm, (), False, defaults={"loss": "sum", "iterations": 1000, "method": "auto"},
+        pgm.residual_planner_pgm, (), False, defaults={"loss": "sum", "iterations": 10_000, "method": "auto"},
         summary="ResidualPlanner's measurements fitted by one graphical model: consistent marginals, synthetic records",
         model=True,
     ),
@@ -148,9 +151,21 @@ info: dict[str, PlanInfo] = {
     ),
     "PrivBayes+PGM": PlanInfo(
         privbayes.privbayes_pgm, (), True,
-        defaults={"selection_share": 0.3, "degree": 2, "max_cells": 10_000, "iterations": 1000, "method": "auto"},
+        defaults={"selection_share": 0.3, "degree": 2, "max_cells": 10_000, "iterations": 10_000, "method": "auto"},
         summary="PrivBayes's measurements fitted by one graphical model: consistent marginals, synthetic records",
         model=True,
+    ),
+    "MST": PlanInfo(
+        mst.mst, (), True, defaults={"iterations": 10_000},
+        summary="MST (NIST 2018 winner): 1-way marginals, a private maximum spanning tree of pairs, one graphical "
+                "model; synthetic records (zCDP or (epsilon, delta))",
+        model=True,
+    ),
+    "AIM": PlanInfo(
+        aim.aim, (), True, defaults={"iterations": 1000, "max_cells": aim.MAX_CELLS},
+        summary="AIM: workload-aware private rounds of selection and measurement, a graphical model refitted after "
+                "each; synthetic records (zCDP or (epsilon, delta))",
+        model=True, progress="budget",
     ),
     "Advised": PlanInfo(
         advised.advised, (), False, defaults={"advice": "strategy.json"},

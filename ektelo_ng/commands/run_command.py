@@ -72,18 +72,18 @@ def register(subcommands) -> None:
                         help="save results: .json (everything) or .csv (one row per answer: answer, variance, std, "
                              "interval, method)")
     parser.add_argument("--synthetic", type=Path,
-                        help="with a plan that fits a model (ResidualPlanner+PGM, PrivBayes+PGM): write synthetic "
+                        help="with a plan that fits a model (MST, AIM, ResidualPlanner+PGM, PrivBayes+PGM): write synthetic "
                              "records to this .csv or .parquet file (Parquet needs the parquet extra), as many as the "
                              "model's estimated total, with the domain's value labels where it has them (seeded by "
                              "--seed)")
     parser.add_argument("--plot", type=Path,
-                        help="with a plan that fits a model (ResidualPlanner+PGM, PrivBayes+PGM): save a figure of "
+                        help="with a plan that fits a model (MST, AIM, ResidualPlanner+PGM, PrivBayes+PGM): save a figure of "
                              "the fit's loss against iteration (PNG; needs the plot extra)")
     parser.set_defaults(run=run)
 
 
 _NO_MODEL = ("{plan} fits no model (to draw synthetic records from, or plot the fit of); use a plan that "
-             "fits one (ResidualPlanner+PGM, PrivBayes+PGM)")
+             "fits one (MST, AIM, ResidualPlanner+PGM, PrivBayes+PGM)")
 
 
 def load_plan(path: Path, domain: str | None = None):
@@ -102,7 +102,7 @@ def load_plan(path: Path, domain: str | None = None):
 
         if str(path) in catalog:
             name = str(path)
-            extra = {"callback": _FitProgress(info[name].defaults.get("iterations"))} if info[name].model else {}
+            extra = {"callback": _progress(info[name])} if info[name].model else {}
             return lambda source, workload, budget: catalog[name](source, workload, budget, **info[name].defaults,
                                                                   **extra)
         raise FileNotFoundError(f"{path} is neither a plan file nor a plan of the catalog ({', '.join(catalog)})")
@@ -334,20 +334,28 @@ def _tree_line(group: dict) -> str:
     return f"{where}{group['op']}(x{group['stability']})" + (f" x{group['count']}" if group["count"] > 1 else "")
 
 
+def _progress(entry) -> _FitProgress:
+    """The progress bar of a model plan: over its fit's iterations, or over the budget its rounds spend."""
+    if entry.progress == "budget":
+        return _FitProgress(100, "%", "spending the budget in rounds", "round")
+    return _FitProgress(entry.defaults.get("iterations"), "it", "fitting the model (stops when converged)", "loss")
+
+
 class _FitProgress:
-    """A progress bar over a model fit's iterations, on stderr (``callback(iteration, loss)`` of operators.pgm)."""
+    """A progress bar on stderr over ``callback(step, value)``: a fit's (iteration, loss), or a plan's rounds
+    (percent of the budget spent, round)."""
 
-    def __init__(self, iterations: int | None):
-        self.iterations, self.bar = iterations, None
+    def __init__(self, total: int | None, unit: str, description: str, value_name: str):
+        self.total, self.unit, self.description, self.value_name, self.bar = total, unit, description, value_name, None
 
-    def __call__(self, iteration: int, loss: float) -> None:
+    def __call__(self, step: float, value: float) -> None:
         if self.bar is None:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=self.iterations, unit="it", desc="fitting the model", file=sys.stderr, leave=False)
-        self.bar.update(iteration - self.bar.n)
-        self.bar.set_postfix(loss=f"{loss:.4g}", refresh=False)
-        if iteration == self.iterations:
+            self.bar = tqdm(total=self.total, unit=self.unit, desc=self.description, file=sys.stderr, leave=False)
+        self.bar.update(int(step) - self.bar.n)
+        self.bar.set_postfix({self.value_name: f"{value:.4g}"}, refresh=False)
+        if int(step) == self.total:
             self.bar.close()
 
 

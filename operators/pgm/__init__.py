@@ -2,8 +2,8 @@
 answers outside the measured marginals and synthetic records, as post-processing of released measurements."""
 
 from .exact import JunctionTreeModel
-from .fit import fit
+from .fit import ITERATIONS, TOLERANCE, fit
 from .model import Model
 from .regions import RegionGraphModel
 
-__all__ = ["JunctionTreeModel", "Model", "RegionGraphModel", "fit"]
+__all__ = ["ITERATIONS", "TOLERANCE", "JunctionTreeModel", "Model", "RegionGraphModel", "fit"]

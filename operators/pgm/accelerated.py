@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .loss import Term
-from .mirror import MAX_HALVINGS
+from .mirror import MAX_HALVINGS, converged
 
 
 def _mix(a: Sequence[np.ndarray], b: Sequence[np.ndarray], weight: float) -> list[np.ndarray]:
@@ -62,15 +62,14 @@ def accelerated_descent(engine, terms: Sequence[Term], iterations: int, tol: flo
         else:
             break  # no step size passes: converged to numerical precision
         if value_next > value:  # restart: drop the momentum, keep the better point
-            z, mu_z, r_z, theta, change = x, engine.marginals(x), r_x, 1.0, math.inf
+            z, mu_z, r_z, theta = x, engine.marginals(x), r_x, 1.0
         else:
-            change = value - value_next
             x, z, mu_z, r_x, r_z = engine.mix(x, candidate, theta), candidate, mu_candidate, r_next, r_candidate
             value = value_next
             theta = (math.sqrt(theta**4 + 4.0 * theta**2) - theta**2) / 2.0
         history.append(value)
         if callback is not None:
             callback(iteration, value)
-        if change <= tol * max(abs(value), 1e-12):
+        if converged(history, tol):
             break
     return x, history

@@ -18,14 +18,16 @@ from ...kernel.domain import Domain
 from .junction import JunctionTree, calibrate, forward_sample, marginal
 from .loss import Term
 from .model import Model
-from .tables import Clique, Reducer, shape_of
+from .tables import Clique, Reducer, expand, shape_of
 
 
 class ExactEngine:
     """Mirror-descent state: (potentials per tree clique, count tables per tree clique)."""
 
-    def __init__(self, tree: JunctionTree, terms: Sequence[Term], total: float):
+    def __init__(self, tree: JunctionTree, terms: Sequence[Term], total: float,
+                 potentials: list[np.ndarray] | None = None):
         self.tree, self.terms, self.total = tree, terms, total
+        self.initial = potentials
         self.homes = [[tree.home(c) for c in term.cliques] for term in terms]
         held: dict[int, list[Clique]] = defaultdict(list)
         for term, homes in zip(terms, self.homes):
@@ -34,6 +36,8 @@ class ExactEngine:
         self.reducers = {j: Reducer(tree.cliques[j], cliques, tree.sizes) for j, cliques in held.items()}
 
     def start(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        if self.initial is not None:
+            return self._state(self.initial)
         return self._state([np.zeros(shape_of(c, self.tree.sizes)) for c in self.tree.cliques])
 
     def _state(self, potentials: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -57,6 +61,21 @@ class ExactEngine:
 
     def move(self, state, direction: dict[int, np.ndarray], alpha: float):
         return self._state([p - alpha * direction[j] if j in direction else p for j, p in enumerate(state[0])])
+
+
+def warm_potentials(tree: JunctionTree, model: Model) -> list[np.ndarray]:
+    """Log-potentials on ``tree`` whose distribution is ``model``'s when ``model`` factorizes over ``tree`` (AIM's
+    next tree holds every clique of the last one): ``p = prod_J mu_J / prod_S mu_S``, each separator's marginal
+    taken off its child clique."""
+    tiny = 1e-300 * model.total
+    out = []
+    for j, clique in enumerate(tree.cliques):
+        log = np.log(np.maximum(model.marginal(list(clique)), tiny))
+        separator = tree.separator(j)
+        if separator:
+            log = log - expand(np.log(np.maximum(model.marginal(list(separator)), tiny)), separator, clique, tree.sizes)
+        out.append(log)
+    return out
 
 
 class JunctionTreeModel(Model):

@@ -5,7 +5,9 @@ and maps them back to marginals with an oracle (belief propagation on a junction
 method, a Bregman projection onto the local polytope for the approximate one). A step is accepted when
 the loss falls by at least half its first-order prediction, ``L(mu) - L(mu') >= <grad, mu - mu'> / 2``;
 otherwise ``alpha`` halves. After an accepted step ``alpha`` doubles, so the step size follows the
-curvature. Iteration stops at ``iterations`` or when the loss's relative decrease falls below ``tol``.
+curvature. Iteration stops at ``iterations`` or when the loss has fallen by less than ``tol`` of itself over the
+last ``WINDOW`` iterations (:func:`converged`): one step's decrease can be tiny while the descent is still
+moving, and a window sees through that.
 """
 
 from __future__ import annotations
@@ -19,6 +21,15 @@ from .loss import Term
 
 #: Halvings of the step size before a step is given up (the loss then no longer decreases measurably).
 MAX_HALVINGS = 40
+#: Iterations over which the loss's relative decrease is measured for the stopping rule.
+WINDOW = 10
+
+
+def converged(history: Sequence[float], tol: float) -> bool:
+    """Whether the loss fell by at most ``tol`` of itself over the last ``WINDOW`` iterations."""
+    if len(history) <= WINDOW:
+        return False
+    return history[-1 - WINDOW] - history[-1] <= tol * max(abs(history[-1]), 1e-12)
 
 
 class Engine(Protocol):
@@ -67,12 +78,11 @@ def mirror_descent(engine: Engine, terms: Sequence[Term], iterations: int, tol: 
             alpha /= 2.0
         else:
             break  # no step decreases the loss measurably: converged to numerical precision
-        decrease = value - new_value
         state, mu, value, gradients = candidate, new_mu, new_value, new_gradients
         history.append(value)
         if callback is not None:
             callback(iteration, value)
-        if decrease <= tol * max(abs(value), 1e-12):
+        if converged(history, tol):
             break
         alpha *= 2.0
     return state, history
