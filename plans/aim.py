@@ -6,7 +6,9 @@ Under zCDP with rho, T = 16 d rounds planned and alpha = 0.9 of each round for m
 
 - every 1-way marginal is measured first with sigma = sqrt(T / (2 alpha rho));
 - each round selects a candidate r (a non-empty subset of a workload marginal whose junction tree, added to the
-  model's, stays within ``max_cells`` times the share of the budget spent so far) with the kernel's
+  model's, stays within ``max_cells`` times the share of the budget spent so far, and whose expected measurement
+  error sqrt(2/pi) sigma n_r is at most twice the model's total: a larger one scores below any other candidate
+  whatever the data, and only swells the request: ours, from public quantities) with the kernel's
   ``marginal_select``, scored w_r (||M_r(x) - M_r(p)||_1 - sqrt(2/pi) sigma n_r) (w_r = sum over the workload of
   |r & s|; the offset is the expected error of measuring r), at epsilon = sqrt(8 (1 - alpha) rho / T);
   measures it with sigma, and refits the model from the last one (warm start);
@@ -74,8 +76,10 @@ def aim(source: Handle, workload: Iterable | None, budget: Budget, *, shape: Seq
         epsilon = selection_epsilon(selecting)
         cliques = [tuple(positions[a] for a in m[0]) for m in measured]
         room = max_cells * float(spent + measuring + selecting) / float(rho)
+        worth = 2 * model.total / (math.sqrt(2 / math.pi) * sigma)  # cells past which noise outweighs any distance
         allowed = [i for i, r in enumerate(candidates)
-                   if tree_cells(cliques + [tuple(positions[a] for a in r)], sizes, room) <= room]
+                   if math.prod(sizes[positions[a]] for a in r) <= worth
+                   and tree_cells(cliques + [tuple(positions[a] for a in r)], sizes, room) <= room]
         if not allowed:
             raise ValueError(f"no candidate fits a model of {room:.3g} cells: raise max_cells")
         chosen = [candidates[i] for i in allowed]

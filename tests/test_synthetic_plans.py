@@ -166,3 +166,27 @@ def test_a_rounds_epsilon_is_the_largest_on_the_grid_within_its_rho(rho):
 
     epsilon = selection_epsilon(rho)
     assert epsilon * epsilon / 8 <= rho < (epsilon + Fraction(1, AMOUNT_GRID)) ** 2 / 8
+
+
+def test_records_keep_every_tree_cliques_marginal_within_rounding_where_independent_draws_do_not():
+    """Controlled rounding: each clique's counts in 20,000 records lie within a few records of the model's (the
+    depth of the tree), where independent draws from the same conditionals stray by tens (sqrt of the counts)."""
+    columns, sizes = chain(20_000)
+    model = fitted(columns, sizes, [(0, 1), (1, 2), (2, 3), (3, 4), (5,)], iterations=300)
+    records = model.synthetic(20_000, seed=0)
+    names = list(sizes)
+
+    def worst(data) -> float:
+        gaps = []
+        for clique in model.tree.cliques:
+            counts = np.histogramdd(np.column_stack([data[names[i]] for i in clique]),
+                                    bins=[sizes[names[i]] for i in clique],
+                                    range=[(0, sizes[names[i]]) for i in clique])[0]
+            gaps.append(np.abs(counts - model.marginal(list(clique)) * 20_000 / model.total).max())
+        return max(gaps)
+
+    assert worst(records) <= len(model.tree.cliques) + 1
+    rng = np.random.default_rng(0)
+    joint = model.marginal(list(range(len(sizes)))).ravel()
+    drawn = np.unravel_index(rng.choice(joint.size, 20_000, p=joint / joint.sum()), list(sizes.values()))
+    assert worst(dict(zip(names, drawn))) > 3 * (len(model.tree.cliques) + 1)

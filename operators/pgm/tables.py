@@ -49,24 +49,32 @@ def log_marginal(table: np.ndarray, attrs: Clique, keep: Clique) -> np.ndarray:
     return logsumexp(table, summed_axes(attrs, keep))
 
 
-def sample_conditional(table: np.ndarray, given: np.ndarray, rng: np.random.Generator,
-                       chunk: int = 1 << 22) -> np.ndarray:
-    """For each row ``r``, a cell index drawn with probabilities proportional to ``table[given[r]]``.
+def sample_conditional(table: np.ndarray, given: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """For each row ``r``, a cell index drawn with probabilities proportional to ``table[given[r]]``, by controlled
+    rounding: the ``m`` rows sharing a conditioning cell with probabilities ``p`` get ``floor(m p_i)`` of each new
+    cell, and the ``m - sum floor(m p)`` left over are placed by systematic sampling on the fractional parts (each
+    cell gets one more with probability equal to its fractional part), in random order. Each cell's expected count
+    is ``m p_i``, as for independent draws, but it is never more than one away: records keep the model's
+    conditionals, hence its marginals, within rounding rather than within multinomial sampling error.
 
-    ``table``: (conditioning cells, new cells), non-negative; a row of zeros draws uniformly. Inverse CDF
-    on the row's cumulative sums, a chunk of rows at a time (chunk = rows x new cells entries).
+    ``table``: (conditioning cells, new cells), non-negative; a row of zeros is uniform.
     """
     table = np.asarray(table, dtype=np.float64)
     sums = table.sum(axis=1, keepdims=True)
     probability = np.where(sums > 0, table / np.where(sums > 0, sums, 1.0), 1.0 / table.shape[1])
-    cumulative = np.cumsum(probability, axis=1)
-    cumulative[:, -1] = 1.0
+    order = np.argsort(given, kind="stable")
+    cells, sizes = np.unique(given[order], return_counts=True)
+    expected = sizes[:, None] * probability[cells]
+    base = np.floor(expected)
+    left = sizes - base.sum(axis=1)  # rows still to place in each group
+    offset = rng.random(cells.size)[:, None]  # systematic points at offset, offset + 1, ... below left
+    reached = np.clip(np.floor(np.cumsum(expected - base, axis=1) - offset) + 1, 0, left[:, None])
+    reached[:, -1] = left
+    counts = (base + np.diff(reached, axis=1, prepend=0)).astype(np.int64)
+    values = np.repeat(np.tile(np.arange(table.shape[1]), cells.size), counts.ravel())
+    shuffled = np.lexsort((rng.random(values.size), np.repeat(np.arange(cells.size), sizes)))
     out = np.empty(given.size, dtype=np.int64)
-    step = max(1, chunk // table.shape[1])
-    for start in range(0, given.size, step):
-        rows = given[start : start + step]
-        u = rng.random(rows.size)
-        out[start : start + step] = (cumulative[rows] < u[:, None]).sum(axis=1)
+    out[order] = values[shuffled]
     return out
 
 

@@ -1,0 +1,103 @@
+"""Synthetic records from MST and AIM (plans/mst.py, plans/aim.py), side by side with mbi's MST and AIM run on the same
+machine in the same run.
+
+For each table, epsilon and seed: the mean L1 distance between the real and the synthetic records' normalized
+marginals over every 2-way and every 3-way marginal, and the time, for ours and (with ``--peer``) for the peer,
+whose command line must print one JSON object with ``seconds``, ``l1_2way`` and ``l1_3way``; the ratios are
+ours / theirs. Tables are read from ``--data-dir`` as ``NAME.csv`` (integer codes, a header) and
+``NAME-domain.json`` (``{attribute: size}``), as mbi's repository and the AIM authors' collection ship them.
+
+    python benchmarks/bench_synthetic.py --data-dir DIR --tables adult titanic --epsilons 0.3 1 3 --seeds 5 \\
+        [--mechanisms MST AIM] [--peer "PYTHON run_mbi.py"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import json
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+import ektelo_ng as ek
+from ektelo_ng.plans import catalog, info
+
+DELTA = 1e-9
+
+
+def load(directory: Path, name: str) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    sizes = json.loads((directory / f"{name}-domain.json").read_text())
+    with open(directory / f"{name}.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return {a: np.array([int(float(r[a])) for r in rows]) for a in sizes}, sizes
+
+
+def marginal_errors(real: dict, synthetic: dict, sizes: dict[str, int]) -> dict[str, float]:
+    """Mean L1 distance of normalized marginals over every 2-way and every 3-way attribute set."""
+    out = {}
+    names = list(sizes)
+    shape = [sizes[a] for a in names]
+    real_codes = np.ravel_multi_index([real[a] for a in names], shape)
+    fake_codes = np.ravel_multi_index([np.asarray(synthetic[a]) for a in names], shape)
+    for k in (2, 3):
+        errors = []
+        for subset in itertools.combinations(range(len(names)), k):
+            sub_shape = [shape[i] for i in subset]
+
+            def counts(codes):
+                cells = np.unravel_index(codes, shape)
+                flat = np.ravel_multi_index([cells[i] for i in subset], sub_shape)
+                return np.bincount(flat, minlength=int(np.prod(sub_shape))) / max(codes.size, 1)
+
+            errors.append(np.abs(counts(real_codes) - counts(fake_codes)).sum())
+        out[f"l1_{k}way"] = float(np.mean(errors))
+    return out
+
+
+def ours(mechanism: str, columns, sizes, epsilon: float, seed: int) -> dict:
+    session = ek.protect(columns, sizes, ek.ZCDP(ek.ApproxDP(epsilon, DELTA).zcdp().rho), seed=seed)
+    start = time.perf_counter()
+    model = catalog[mechanism](session.source, None, ek.ApproxDP(epsilon, DELTA), **info[mechanism].defaults)
+    records = model.synthetic(seed=seed)
+    seconds = time.perf_counter() - start
+    return {"seconds": round(seconds, 2), **marginal_errors(columns, records, sizes),
+            "converged": bool(getattr(getattr(model, "inner", model), "converged", True))}
+
+
+def peer(command: str, table: str, mechanism: str, epsilon: float, seed: int) -> dict:
+    args = shlex.split(command) + ["--data", table, "--mechanism", mechanism.lower(), "--epsilon", str(epsilon),
+                                   "--delta", str(DELTA), "--seed", str(seed)]
+    reply = subprocess.run(args, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    found = json.loads(reply)
+    return {key: found[key] for key in ("seconds", "l1_2way", "l1_3way")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--tables", nargs="+", default=["adult"])
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[0.3, 1.0, 3.0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--mechanisms", nargs="+", default=["MST", "AIM"], choices=["MST", "AIM"])
+    parser.add_argument("--peer", help="the peer's command line (it gets --data, --mechanism, --epsilon, --delta, "
+                                       "--seed) printing one JSON object")
+    args = parser.parse_args()
+    for table in args.tables:
+        columns, sizes = load(args.data_dir, table)
+        for mechanism, epsilon, seed in itertools.product(args.mechanisms, args.epsilons, range(args.seeds)):
+            row = {"name": f"{mechanism} {table} eps={epsilon:g} seed={seed}",
+                   **ours(mechanism, columns, sizes, epsilon, seed)}
+            if args.peer:
+                theirs = peer(args.peer, table, mechanism, epsilon, seed)
+                row["peer"] = theirs
+                row["ratios"] = {key: round(row[key] / theirs[key], 3) for key in ("seconds", "l1_2way", "l1_3way")}
+            print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
