@@ -9,6 +9,7 @@ ours / theirs. Tables are read from ``--data-dir`` as ``NAME.csv`` (integer code
 
     python benchmarks/bench_synthetic.py --data-dir DIR --tables adult titanic --epsilons 0.3 1 3 --seeds 5 \\
         [--mechanisms MST AIM] [--peer "PYTHON run_mbi.py"]
+    python benchmarks/bench_synthetic.py --plot RESULTS.jsonl FIGURE.png   # error against epsilon, per table
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def marginal_errors(real: dict, synthetic: dict, sizes: dict[str, int]) -> dict[
 
 
 def ours(mechanism: str, columns, sizes, epsilon: float, seed: int) -> dict:
-    session = ek.protect(columns, sizes, ek.ZCDP(ek.ApproxDP(epsilon, DELTA).zcdp().rho), seed=seed)
+    session = ek.protect(columns, sizes, ek.ApproxDP(epsilon, DELTA), seed=seed)
     start = time.perf_counter()
     model = catalog[mechanism](session.source, None, ek.ApproxDP(epsilon, DELTA), **info[mechanism].defaults)
     records = model.synthetic(seed=seed)
@@ -77,9 +78,39 @@ def peer(command: str, table: str, mechanism: str, epsilon: float, seed: int) ->
     return {key: found[key] for key in ("seconds", "l1_2way", "l1_3way")}
 
 
+def plot(results: Path, figure: Path) -> None:
+    """Mean 2-way and 3-way L1 error against epsilon, one panel per table, a line per mechanism (and peer)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    series: dict = {}
+    for row in rows:
+        mechanism, table, epsilon, _ = row["name"].split()
+        epsilon = float(epsilon.split("=")[1])
+        for who, found in [("ektelo-ng", row)] + ([("mbi", row["peer"])] if "peer" in row else []):
+            for k in ("l1_2way", "l1_3way"):
+                series.setdefault(table, {}).setdefault((f"{mechanism} ({who})", k), {}).setdefault(epsilon, []).append(found[k])
+    figure_, axes = plt.subplots(1, len(series), figsize=(5 * len(series), 4), squeeze=False)
+    for axis, (table, lines) in zip(axes[0], sorted(series.items())):
+        for (label, k), points in sorted(lines.items()):
+            xs = sorted(points)
+            axis.plot(xs, [np.mean(points[x]) for x in xs], marker="o", linestyle="-" if k == "l1_2way" else "--",
+                      label=f"{label}, {k[3]}-way")
+        axis.set(xscale="log", xlabel="epsilon (delta = 1e-9)", ylabel="mean L1 error of the records' marginals",
+                 title=table)
+        axis.legend(fontsize=7)
+    figure_.tight_layout()
+    figure_.savefig(figure, dpi=110)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--plot", nargs=2, type=Path, metavar=("RESULTS", "FIGURE"),
+                        help="draw RESULTS.jsonl (this script's output) as FIGURE.png and stop")
+    parser.add_argument("--data-dir", type=Path)
     parser.add_argument("--tables", nargs="+", default=["adult"])
     parser.add_argument("--epsilons", type=float, nargs="+", default=[0.3, 1.0, 3.0])
     parser.add_argument("--seeds", type=int, default=5)
@@ -87,6 +118,11 @@ def main() -> None:
     parser.add_argument("--peer", help="the peer's command line (it gets --data, --mechanism, --epsilon, --delta, "
                                        "--seed) printing one JSON object")
     args = parser.parse_args()
+    if args.plot:
+        plot(*args.plot)
+        return
+    if args.data_dir is None:
+        parser.error("--data-dir is needed (a directory of NAME.csv and NAME-domain.json)")
     for table in args.tables:
         columns, sizes = load(args.data_dir, table)
         for mechanism, epsilon, seed in itertools.product(args.mechanisms, args.epsilons, range(args.seeds)):

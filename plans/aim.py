@@ -6,9 +6,7 @@ Under zCDP with rho, T = 16 d rounds planned and alpha = 0.9 of each round for m
 
 - every 1-way marginal is measured first with sigma = sqrt(T / (2 alpha rho));
 - each round selects a candidate r (a non-empty subset of a workload marginal whose junction tree, added to the
-  model's, stays within ``max_cells`` times the share of the budget spent so far, and whose expected measurement
-  error sqrt(2/pi) sigma n_r is at most twice the model's total: a larger one scores below any other candidate
-  whatever the data, and only swells the request: ours, from public quantities) with the kernel's
+  model's, stays within ``max_cells`` times the share of the budget spent so far) with the kernel's
   ``marginal_select``, scored w_r (||M_r(x) - M_r(p)||_1 - sqrt(2/pi) sigma n_r) (w_r = sum over the workload of
   |r & s|; the offset is the expected error of measuring r), at epsilon = sqrt(8 (1 - alpha) rho / T);
   measures it with sigma, and refits the model from the last one (warm start);
@@ -76,10 +74,9 @@ def aim(source: Handle, workload: Iterable | None, budget: Budget, *, shape: Seq
         epsilon = selection_epsilon(selecting)
         cliques = [tuple(positions[a] for a in m[0]) for m in measured]
         room = max_cells * float(spent + measuring + selecting) / float(rho)
-        worth = 2 * model.total / (math.sqrt(2 / math.pi) * sigma)  # cells past which noise outweighs any distance
         allowed = [i for i, r in enumerate(candidates)
-                   if math.prod(sizes[positions[a]] for a in r) <= worth
-                   and tree_cells(cliques + [tuple(positions[a] for a in r)], sizes, room) <= room]
+                   if tree_cells(cliques + [tuple(positions[a] for a in r)], sizes, room) <= room]
+        allowed = _undominated(allowed, candidates, weights, sizes, positions, sigma, model.total, epsilon)
         if not allowed:
             raise ValueError(f"no candidate fits a model of {room:.3g} cells: raise max_cells")
         chosen = [candidates[i] for i in allowed]
@@ -103,6 +100,22 @@ def aim(source: Handle, workload: Iterable | None, budget: Budget, *, shape: Seq
     model.note = (f"AIM: a graphical model of {len(measured)} measured marginals chosen in {len(history)} private "
                   "rounds; no error bars (post-processing)")
     return model
+
+
+#: A candidate whose best possible score trails another's worst by this many exponents of the exponential mechanism
+#: (a chance below e^-40 of being picked) is left out of the request: it only swells it (ours; public quantities).
+DOMINATED = 40
+
+
+def _undominated(allowed: list[int], candidates, weights, sizes, positions, sigma: float, total: float,
+                 epsilon: Fraction) -> list[int]:
+    """The candidates whose score can come within ``DOMINATED`` exponents of another's: a score lies between
+    -w r_off (distance 0) and w (2 total - r_off) (distance at most the records plus the model's, ~2 total)."""
+    offsets = {i: math.sqrt(2 / math.pi) * sigma * math.prod(sizes[positions[a]] for a in candidates[i])
+               for i in allowed}
+    floor = max(-weights[i] * offsets[i] for i in allowed) if allowed else 0.0
+    margin = DOMINATED * 2 * max((weights[i] for i in allowed), default=1.0) / float(epsilon)
+    return [i for i in allowed if weights[i] * (2 * total - offsets[i]) >= floor - margin]
 
 
 def _workload(source: Handle, workload: Iterable | None) -> list[tuple[str, ...]]:
