@@ -90,9 +90,11 @@ def plot(results: Path, figure: Path) -> None:
     for row in rows:
         mechanism, table, epsilon, _ = row["name"].split()
         epsilon = float(epsilon.split("=")[1])
-        for who, found in [("ektelo-ng", row)] + ([("mbi", row["peer"])] if "peer" in row else []):
+        peers = [("mbi", row["peer"])] if isinstance(row.get("peer"), dict) else []  # a --peer run's own figures
+        for label, found in [(mechanism if mechanism.startswith("mbi") else f"{mechanism} (ektelo-ng)", row)] + [
+                (f"{mechanism} ({who})", theirs) for who, theirs in peers]:
             for k in ("l1_2way", "l1_3way"):
-                series.setdefault(table, {}).setdefault((f"{mechanism} ({who})", k), {}).setdefault(epsilon, []).append(found[k])
+                series.setdefault(table, {}).setdefault((label, k), {}).setdefault(epsilon, []).append(found[k])
     figure_, axes = plt.subplots(1, len(series), figsize=(5 * len(series), 4), squeeze=False)
     for axis, (table, lines) in zip(axes[0], sorted(series.items())):
         for (label, k), points in sorted(lines.items()):

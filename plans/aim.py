@@ -31,6 +31,8 @@ from ..kernel.privacy import AMOUNT_GRID, on_grid
 from ..operators import measure, pgm
 from ..operators.budget import Budget
 from ..operators.client import Handle
+from ..operators.matrices import MarginalStack
+from ..operators.matrix import Matrix
 from .marginal_rounds import in_table_order, measure_marginals, selection_epsilon, tree_cells
 
 #: The share of each round's budget that measures (the paper's alpha).
@@ -123,6 +125,11 @@ def _workload(source: Handle, workload: Iterable | None) -> list[tuple[str, ...]
     names = list(source.domain.names)
     if workload is None:
         return [tuple(c) for c in itertools.combinations(names, min(3, len(names)))]
+    if isinstance(workload, MarginalStack):  # --workload kway:3 from the command line
+        workload = workload.subsets
+    if isinstance(workload, Matrix):
+        raise ValueError("AIM's workload is marginals: attribute sets such as [('age', 'sex'), ('sex', 'zone')] "
+                         "(from the command line: --workload kway:3), or None for every 3-way marginal")
     out = []
     for item in workload:
         item = (item,) if isinstance(item, (str, int)) else tuple(item)

@@ -13,7 +13,7 @@ from ektelo_ng.operators import workload as wl
 from ektelo_ng.plans import catalog, info
 
 #: Plans that measure only with Gaussian noise: no pure-DP budget can serve them.
-GAUSSIAN_ONLY = {"ResidualPlanner", "QuerySmasher", "ResidualPlanner+PGM"}
+GAUSSIAN_ONLY = {"ResidualPlanner", "QuerySmasher", "ResidualPlanner+PGM", "MST", "AIM"}
 BUDGETS = {"pure": ek.PureDP("1/2"), "zcdp": ek.ZCDP("1/8"), "approx": ek.ApproxDP(1.0, 1e-6)}
 
 
@@ -38,8 +38,10 @@ def setting(name: str, advice_file) -> tuple[dict, dict, object, dict]:
         sizes, workload = {"a": 8, "b": 8}, wl.RandomRange((8, 8), 10, seed=0)
     columns = {n: rng.integers(0, k, 300) for n, k in sizes.items()}
     params = {"advice": advice_file} if name == "Advised" else {}
-    if name == "ResidualPlanner+PGM":
+    if name in ("ResidualPlanner+PGM", "MST", "AIM"):
         params["iterations"] = 50
+    if name == "AIM":
+        params["rounds_per_attribute"] = 2
     return columns, sizes, workload, params
 
 
