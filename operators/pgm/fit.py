@@ -15,6 +15,7 @@ from typing import Literal
 
 import numpy as np
 
+from ...kernel.matrix.threads import single_threaded_blas
 from ..domains import DomainLike, as_domain
 from ..measurement import Measurement
 from .accelerated import accelerated_descent
@@ -81,10 +82,12 @@ def fit(domain: DomainLike, measurements: Sequence[Measurement | tuple], *, meth
                              f"max_clique_cells={max_clique_cells:.3g}; the approximate method keeps a table per "
                              "measured marginal: measure smaller marginals or raise max_clique_cells")
         engine = RegionEngine(measured, sizes, all_terms, total)
-        state, history = accelerated_descent(engine, all_terms, iterations, tol, callback)
+        with single_threaded_blas():  # many small products: a second thread only synchronizes, and oversubscribes
+            state, history = accelerated_descent(engine, all_terms, iterations, tol, callback)
         return _reported(RegionGraphModel(domain, engine, state, total, history, measured), iterations)
     engine = ExactEngine(tree, all_terms, total, None if start is None else warm_potentials(tree, start))
-    state, history = mirror_descent(engine, all_terms, iterations, tol, callback)
+    with single_threaded_blas():  # as above
+        state, history = mirror_descent(engine, all_terms, iterations, tol, callback)
     return _reported(JunctionTreeModel(domain, tree, state[1], total, history, measured), iterations)
 
 
