@@ -284,8 +284,11 @@ def marginal_select(sources: Sources, request: p.MarginalSelect, work: Work) -> 
     maps = _recodings(table, request.recode)
     sizes = table.backend.domain.sizes
     shapes = [tuple(int(maps[i].max()) + 1 if i in maps else sizes[i] for i in t.attributes) for t in tables]
-    _check(sources, "the marginals' scores", marginals.cost([t.domain.size for t in tables]))  # recoding only merges
-    estimates = [e.array() if e.dtype == "float64" else e.array().astype(np.float64) for e in request.estimates]
+    recoded_axes = [sum(i in maps for i in t.attributes) for t in tables]
+    _check(sources, "the marginals' scores", marginals.cost([t.domain.size for t in tables], recoded_axes))
+    if any(e.dtype != "float64" for e in request.estimates):
+        raise ValueError("estimates must be float64 arrays")
+    estimates = [e.array() for e in request.estimates]
     for names, shape, estimate in zip(request.candidates, shapes, estimates):
         if estimate.shape != shape:
             raise ValueError(
@@ -298,8 +301,8 @@ def marginal_select(sources: Sources, request: p.MarginalSelect, work: Work) -> 
 
     def scores(work: Work) -> np.ndarray:
         out = []
-        for t, estimate, w, o in zip(tables, estimates, request.weights, request.offsets):
-            work.step(64 * t.domain.size + OBJECT_STEPS)
+        for t, axes, estimate, w, o in zip(tables, recoded_axes, estimates, request.weights, request.offsets):
+            work.step(marginals.steps(t.domain.size, axes))
             counts = marginals.recoded(
                 t.backend.histogram(t.attributes, t.predicate), [maps.get(i) for i in t.attributes]
             )
