@@ -58,6 +58,7 @@ def aim(source: Handle, workload: Iterable | None, budget: Budget, *, shape: Seq
     marginals = _workload(source, workload)
     candidates, weights = _candidates(source, marginals)
     positions = {a: i for i, a in enumerate(names)}
+    cells = [math.prod(sizes[positions[a]] for a in r) for r in candidates]
     rounds = rounds_per_attribute * d
     measuring = on_grid(rho * MEASURE_SHARE / rounds, AMOUNT_GRID)  # rho of one measurement: 1 / (2 sigma^2)
     selecting = on_grid(rho * (1 - MEASURE_SHARE) / rounds, AMOUNT_GRID)  # epsilon^2 / 8 of one selection
@@ -76,25 +77,24 @@ def aim(source: Handle, workload: Iterable | None, budget: Budget, *, shape: Seq
         epsilon = selection_epsilon(selecting)
         cliques = [tuple(positions[a] for a in m[0]) for m in measured]
         room = max_cells * float(spent + measuring + selecting) / float(rho)
+        noise = [math.sqrt(2 / math.pi) * sigma * n for n in cells]  # a measurement's expected L1 error
         allowed = [i for i, r in enumerate(candidates)
                    if tree_cells(cliques + [tuple(positions[a] for a in r)], sizes, room) <= room]
-        allowed = _undominated(allowed, candidates, weights, sizes, positions, sigma, model.total, epsilon)
+        allowed = _undominated(allowed, weights, noise, model.total, epsilon)
         if not allowed:
             raise ValueError(f"no candidate fits a model of {room:.3g} cells: raise max_cells")
         chosen = [candidates[i] for i in allowed]
-        cells = [math.prod(sizes[positions[a]] for a in r) for r in chosen]
-        expected = [math.sqrt(2 / math.pi) * sigma * n for n in cells]
-        pick = chosen[source.marginal_select(
+        index = allowed[source.marginal_select(
             chosen, [model.marginal(list(r)) for r in chosen], epsilon,
-            weights=[weights[i] for i in allowed], offsets=[weights[i] * e for i, e in zip(allowed, expected)])]
+            weights=[weights[i] for i in allowed], offsets=[weights[i] * noise[i] for i in allowed])]
+        pick = candidates[index]
         spent += epsilon * epsilon / 8
         measured += measure_marginals(source, [pick], [measuring])
         spent += measuring
         before = model.marginal(list(pick))
         model = pgm.fit(domain, measured, iterations=iterations, max_clique_cells=max_cells, start=model)
         history.append({"pick": pick, "sigma": sigma, "epsilon": float(epsilon)})
-        if np.abs(model.marginal(list(pick)) - before).sum() <= math.sqrt(2 / math.pi) * sigma * math.prod(
-                sizes[positions[a]] for a in pick):
+        if np.abs(model.marginal(list(pick)) - before).sum() <= noise[index]:
             measuring, selecting = measuring * 4, selecting * 4  # sigma / 2, epsilon * 2
         if callback is not None:
             callback(int(100 * spent / rho), len(history))
@@ -109,15 +109,13 @@ def aim(source: Handle, workload: Iterable | None, budget: Budget, *, shape: Seq
 DOMINATED = 40
 
 
-def _undominated(allowed: list[int], candidates, weights, sizes, positions, sigma: float, total: float,
+def _undominated(allowed: list[int], weights: list[float], noise: list[float], total: float,
                  epsilon: Fraction) -> list[int]:
     """The candidates whose score can come within ``DOMINATED`` exponents of another's: a score lies between
-    -w r_off (distance 0) and w (2 total - r_off) (distance at most the records plus the model's, ~2 total)."""
-    offsets = {i: math.sqrt(2 / math.pi) * sigma * math.prod(sizes[positions[a]] for a in candidates[i])
-               for i in allowed}
-    floor = max(-weights[i] * offsets[i] for i in allowed) if allowed else 0.0
+    -w noise (distance 0) and w (2 total - noise) (distance at most the records plus the model's, ~2 total)."""
+    floor = max((-weights[i] * noise[i] for i in allowed), default=0.0)
     margin = DOMINATED * 2 * max((weights[i] for i in allowed), default=1.0) / float(epsilon)
-    return [i for i in allowed if weights[i] * (2 * total - offsets[i]) >= floor - margin]
+    return [i for i in allowed if weights[i] * (2 * total - noise[i]) >= floor - margin]
 
 
 def _workload(source: Handle, workload: Iterable | None) -> list[tuple[str, ...]]:
