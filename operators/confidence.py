@@ -8,7 +8,8 @@ Its distribution, and so the interval ``answer +- q`` with ``P(|X| <= q) = level
 - **Laplace noise** (``c_j z_j`` is Laplace with scale ``a_j = |c_j| b_j``): the characteristic
   function is ``phi(t) = exp(-g t^2 / 2) prod_j 1 / (1 + a_j^2 t^2)`` (``g``: the Gaussian part's
   variance), and ``P(|X| <= x) = (2 / pi) int_0^inf sin(x t) phi(t) / t dt`` (Gil-Pelaez for a
-  symmetric law), integrated numerically to ~1e-9 and solved for ``q``: numerically exact.
+  symmetric law), integrated numerically to ~1e-9 and solved for ``q``: numerically exact, for one law
+  (:func:`laplace_halfwidth`: the reference the many-answer path, ``operators.laplace_laws``, is tested against).
 - **Sound bound** when the coefficients are too many to compute: with ``V`` the variance alone,
   ``log E exp(lambda X) <= u^2 / (1 - u^2)`` for ``u = lambda sqrt(V / 2) < 1`` (each Laplace term has
   ``-log(1 - y) <= y / (1 - y)``, ``y = lambda^2 a_j^2 <= u^2``; each Gaussian term
