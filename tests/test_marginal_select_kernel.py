@@ -108,6 +108,40 @@ def test_scores_on_neighbours_differ_by_at_most_the_charged_sensitivity(counts, 
     assert abs(Fraction(first) - exact) <= (sensitivity - weight) / 2  # the rounding the sensitivity adds, halved
 
 
+@pytest.mark.parametrize("weight, estimate, offset", [
+    (2.0**-400, [5e-324, 1e-308, 0.0, 2.0**-1000], 1e-308),  # products and distances near underflow
+    (2.0**-400, [2.0**398, 0.0, 0.0, 0.0], -2.0**399),  # the largest norm with the smallest weight
+    (2.0**399, [1.5, 2.0**-1074, 3.0, 2.0**100], 2.0**399),  # the largest weight: scores near 2^800
+])
+def test_scores_at_the_float_extremes_stay_within_the_charged_sensitivity(weight, estimate, offset):
+    """Subnormal estimates and products that underflow, and the largest norms, weights and offsets accepted: the
+    float scores of neighbours differ by at most Delta, and each lies within its rounding bound of the exact one."""
+    def message(source):
+        return request(source, [["a"]], [estimate], [weight], [offset])
+
+    counts = [0, 3, 1, 0]
+    (first,), sensitivity = seen_by_sampler(one_column(counts), {"a": 4}, message)
+    (second,), _ = seen_by_sampler(one_column([0, 4, 1, 0]), {"a": 4}, message)
+    assert abs(Fraction(first) - Fraction(second)) <= Fraction(sensitivity)
+    exact = Fraction(weight) * sum(abs(Fraction(c) - Fraction(e)) for c, e in zip(counts, estimate)) - Fraction(offset)
+    assert abs(Fraction(first) - exact) <= (Fraction(sensitivity) - Fraction(weight)) / 2
+
+
+def test_with_no_budget_left_a_selection_is_refused_before_any_row_is_read(monkeypatch):
+    """An analyst who has spent everything sends a large selection (4,000 candidates of 4,096 cells, recoded): the
+    charge is planned from public amounts first, so it is refused with nothing built and nothing charged."""
+    built = []
+    kernel = kernel_of({"a": [0, 1], "b": [1, 2]}, {"a": 64, "b": 64}, budget=PureDP(1))
+    source = root(kernel)
+    assert send(kernel, {"op": "noisy_count", "source": source, "epsilon": "1"})["kind"] == "answer"
+    backend = type(kernel._sources.get(kernel._sources.root, object).backend)
+    monkeypatch.setattr(backend, "histogram", lambda *args: built.append(args))
+    reply = send(kernel, request(source, [["a", "b"]] * 2000, [np.zeros((64, 32))] * 2000,
+                                 recode={"b": np.arange(64) // 2}))
+    assert reply["kind"] == "error" and reply["error"] == "budget_exceeded", reply
+    assert not built and spent(kernel) == 1
+
+
 def test_the_kernel_scores_recoded_marginals_in_the_tables_attribute_order():
     columns = {"a": [0, 1, 2, 2, 3], "b": [1, 0, 1, 1, 0]}
     estimate = np.array([[0.5, 1.0], [0.25, 2.0]])  # axes (a recoded: 0,1 -> 0 and 2,3 -> 1), then b
