@@ -42,7 +42,7 @@ from ektelo_ng.operators.selection.hdmm import (
 from ektelo_ng.operators.selection.hdmm import marginals as marg
 from ektelo_ng.operators.selection.hdmm.blocks import AttributeBlocks
 from ektelo_ng.operators.selection.hdmm.gram import Gram, product_terms
-from ektelo_ng.operators.selection.hdmm.opt0 import factor_error, gaussian_loss, pidentity_loss, row_errors
+from ektelo_ng.operators.selection.hdmm.opt0 import factor_error, pidentity_loss, row_errors
 from ektelo_ng.operators.selection.hdmm.select import OPT_PLUS_MAX_PRODUCTS, default_optimizers
 from ektelo_ng.operators.workload import RandomRange
 
@@ -228,18 +228,6 @@ def test_pidentity_strategy_norms_and_pseudo_inverse():
     assert np.allclose(pinv(B) @ y, np.linalg.lstsq(B.dense(), y, rcond=None)[0], atol=1e-8)
     with pytest.raises(ValueError):
         PIdentity(-theta)
-
-
-@pytest.mark.parametrize("W", WORKLOADS_1D[:3], ids=lambda W: type(W).__name__)
-def test_gaussian_loss_matches_dense_and_finite_differences(W):
-    rng = np.random.default_rng(5)
-    B = np.triu(rng.normal(size=(10, 10))) + 3 * np.eye(10)
-    gram = Gram.of(W)
-    loss, grad = gaussian_loss(B, gram)
-    A = B / np.linalg.norm(B, axis=0)
-    assert loss == pytest.approx(np.trace(np.linalg.inv(A.T @ A) @ gram.dense()), rel=1e-10)
-    numeric = np.triu(numeric_gradient(lambda b: gaussian_loss(np.triu(b), gram)[0], B))
-    assert np.allclose(grad, numeric, rtol=1e-5, atol=1e-6 * np.abs(grad).max())
 
 
 def test_factor_error_for_every_factor_kind_matches_dense():

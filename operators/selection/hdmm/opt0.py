@@ -16,13 +16,8 @@ and K = (I + Theta^T Theta)^{-1} = I - Theta^T M^{-1} Theta (Woodbury):
 and with Q = V Phi^T (the only product with V), P = M^{-1} Q^T, R = M^{-1} Theta:
     Theta K (S V S) K = P S - (P Phi^T) R,      diag(K S V)_j = s_j V_jj - sum_k Theta_kj P_kj.
 
-Gaussian: the convex problem min tr[X^{-1} V] s.t. diag(X) = 1, X > 0 (J Def. 12, section
-4.2), started from the SVD-bound strategy X = P sqrt(L) P^T rescaled to unit diagonal. The
-paper optimizes X's lower triangle and rejects steps that leave X > 0; L-BFGS-B then stalls on
-the first infeasible trial step (seen on prefix and width-32). Here X = A^T A with A the upper
-triangular Cholesky factor with its columns normalized, which is feasible everywhere; the
-minimizers are the same. Per step: one triangular inverse, one structured product V A^{-1}
-and two triangular n^3 / 2 products.
+Gaussian: the convex problem min tr[X^{-1} V] s.t. diag(X) = 1 (J Def. 12), solved through its dual
+(module ``gaussian``).
 """
 
 from __future__ import annotations
@@ -31,19 +26,19 @@ import math
 
 import numpy as np
 import scipy.linalg
-import scipy.linalg.blas
 from scipy.optimize import Bounds, minimize
 
 from ...matrix import Dense, Diagonal, HStack, Identity, Intervals, Matrix, Ones, Product, Total, VStack
 from ....kernel.matrix.threads import single_threaded_blas
 from ... import algebra
 from ...linalg import gram_inverse_root
+from .gaussian import gaussian_factor
 from .gram import Gram
 from ..strategy import Noise
 
-#: L-BFGS-B iteration caps (the optimizers stop earlier on their tolerance).
+#: Iteration caps: L-BFGS-B steps for Laplace, dual steps for Gaussian (both stop earlier on their tolerance).
 LAPLACE_MAXITER = 1000
-GAUSSIAN_MAXITER = 300
+GAUSSIAN_MAXITER = 100
 #: Largest default p (see default_p).
 MAX_P = 128
 #: Up to this size the reported error of a p-Identity comes from a dense Cholesky of A^T A:
@@ -102,24 +97,6 @@ def pidentity_loss(theta: np.ndarray, gram: Gram) -> tuple[float, np.ndarray]:
     return loss, grad
 
 
-def gaussian_loss(B: np.ndarray, gram: Gram) -> tuple[float, np.ndarray]:
-    """tr[X^{-1} V] for X = A^T A, A = B with unit columns, and its gradient in upper-triangular B.
-
-    With F = A^{-T}: tr[X^{-1} V] = tr[F V F^T] and d/dA = -2 F V F^T F; normalizing columns
-    projects each column's gradient off its own direction.
-    """
-    norms = np.sqrt(np.sum(B * B, axis=0))
-    A = B / norms
-    inverse, info = scipy.linalg.lapack.dtrtri(A, lower=0)
-    if info != 0 or not np.all(np.isfinite(inverse)):
-        return math.inf, np.zeros_like(B)
-    # Triangular products (BLAS trmm) take half the flops of general ones.
-    FVFt = scipy.linalg.blas.dtrmm(1.0, inverse, gram.matmat(inverse), side=0, lower=0, trans_a=1)
-    grad_A = scipy.linalg.blas.dtrmm(-2.0, inverse, FVFt, side=1, lower=0, trans_a=1)
-    grad = (grad_A - A * np.sum(A * grad_A, axis=0)) / norms
-    return float(np.trace(FVFt)), np.triu(grad)
-
-
 def default_p(n: int) -> int:
     """The paper's p = n / 16, but at least min(8, n / 2) and at most 128.
 
@@ -145,9 +122,9 @@ def optimize_factor(
     All-ones Grams get Total and multiples of I get I (both optimal: they attain the SVD
     bound). Otherwise Laplace returns a p-Identity (p = 1 for I/T predicates, else default_p),
     the best of ``restarts`` random starts plus ``start`` when it is a p-Identity of the right
-    shape; Gaussian returns the Cholesky factor of the convex optimum (deterministic, so
-    restarts do not apply).
-    ``maxiter`` caps L-BFGS-B iterations (default LAPLACE_MAXITER / GAUSSIAN_MAXITER).
+    shape; Gaussian returns a factor of the convex optimum within a certified gap (deterministic,
+    so restarts do not apply).
+    ``maxiter`` caps the iterations: L-BFGS-B steps (Laplace) or dual steps (Gaussian).
     """
     if noise not in ("laplace", "gaussian"):
         raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
@@ -157,7 +134,7 @@ def optimize_factor(
         return Identity(gram.n)
     with single_threaded_blas():
         if noise == "gaussian":
-            return _gaussian_factor(gram, maxiter or GAUSSIAN_MAXITER)
+            return gaussian_factor(gram, maxiter or GAUSSIAN_MAXITER)
         return _laplace_factor(gram, rng, p, restarts, start, maxiter or LAPLACE_MAXITER)
 
 
@@ -193,39 +170,6 @@ def _minimize_pidentity(theta0: np.ndarray, gram: Gram, maxiter: int) -> tuple[n
     )
     theta = np.maximum(result.x.reshape(shape), 0.0)
     return theta, pidentity_loss(theta, gram)[0]
-
-
-def gaussian_start(gram: Gram) -> np.ndarray:
-    """X = P sqrt(Lambda) P^T from V = P Lambda P^T, rescaled to unit diagonal (a correlation matrix)."""
-    eigenvalues, vectors = np.linalg.eigh(gram.dense())
-    floor = max(eigenvalues.max(), 0.0) * 1e-8
-    root = np.sqrt(np.maximum(eigenvalues, floor)) if floor > 0 else np.ones_like(eigenvalues)
-    X = (vectors * root) @ vectors.T
-    scale = 1.0 / np.sqrt(np.diag(X))
-    return X * scale[:, None] * scale[None, :]
-
-
-def _gaussian_factor(gram: Gram, maxiter: int) -> Matrix:
-    n = gram.n
-    if n == 1:
-        return Identity(1)
-    rows, cols = np.triu_indices(n)
-
-    def unpack(v):
-        B = np.zeros((n, n))
-        B[rows, cols] = v
-        return B
-
-    def fun(v):
-        loss, grad = gaussian_loss(unpack(v), gram)
-        return loss, grad[rows, cols]
-
-    start = scipy.linalg.cholesky(gaussian_start(gram), lower=False)[rows, cols]
-    result = minimize(fun, start, jac=True, method="L-BFGS-B",
-                      options={"maxiter": maxiter, "ftol": 1e-12, "gtol": 1e-10})
-    best = result.x if result.fun <= fun(start)[0] else start
-    B = unpack(best)
-    return Dense(B / np.sqrt(np.sum(B * B, axis=0)))
 
 
 def factor_error(A: Matrix, gram: Gram, noise: Noise) -> float:
