@@ -553,3 +553,35 @@ def test_rmse_on_cps_all_marginals_is_the_optimizers_own_error_journal_table_6()
     assert strategy.rmse() == pytest.approx(4.84, abs=0.005)
     assert strategy.rmse() == pytest.approx(math.sqrt(strategy.expected_error() / W.shape[0]), rel=1e-12)
     assert math.sqrt(svd_bound(W) / W.shape[0]) == pytest.approx(2.63, abs=0.005)
+
+
+def test_pidentity_loss_refuses_parameters_whose_gram_rounds_to_singular():
+    """On AllRange(8) the p-Identity's loss keeps falling as Theta grows without bound; where I + Theta Theta^T
+    rounds to singular the loss is infinite, so the search backs off instead of failing (it used to raise)."""
+    loss, grad = pidentity_loss(1e9 * np.ones((2, 8)), Gram.of(AllRange(8)))
+    assert loss == math.inf and not grad.any()
+    strategy = opt_0(AllRange(8), seed=2)
+    assert strategy.expected_error() == pytest.approx(dense_error(AllRange(8), strategy.matrix), rel=1e-8)
+    assert strategy.expected_error() <= 1.001 * identity_strategy(AllRange(8)).expected_error()  # its infimum
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_opt0_runs_its_linear_algebra_on_one_blas_thread(noise, monkeypatch):
+    """Issue 37's discipline: given two BLAS threads, OPT_0's losses still run on one (a second thread per process
+    oversubscribes a shared machine), and the caller's setting is restored after."""
+    import importlib
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> set[int]:
+        return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+
+    module, name = ("opt0", "pidentity_loss") if noise == "laplace" else ("gaussian", "DualPoint")
+    module = importlib.import_module(f"ektelo_ng.operators.selection.hdmm.{module}")
+    inner, seen = getattr(module, name), []
+    monkeypatch.setattr(module, name, lambda *args: seen.append(blas_threads()) or inner(*args))
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert blas_threads() == {2}
+        opt_0(Prefix(32), noise, restarts=1, seed=0)
+        assert blas_threads() == {2}
+    assert seen and all(threads == {1} for threads in seen)

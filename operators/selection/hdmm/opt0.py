@@ -2,7 +2,7 @@
 
 Laplace: the p-Identity family A(Theta) = [I; Theta] D, D = diag(1 / (1 + 1^T Theta)), whose
 columns all have L1 norm 1, so the objective is just C(Theta) = tr[(A^T A)^{-1} V], minimized
-over Theta >= 0 with L-BFGS-B (J Def. 13, 14).
+over Theta >= 0 (J Def. 13, 14) by projected L-BFGS (operators/nonnegative.py).
 
 The paper evaluates C in O(p n^2) with a dense V. Here V is only applied to n x p blocks, so a
 structured Gram (prefix, all-range, width-w, identity, total: O(n) per column) brings the cost
@@ -26,19 +26,22 @@ import math
 
 import numpy as np
 import scipy.linalg
-from scipy.optimize import Bounds, minimize
 
 from ...matrix import Dense, Diagonal, HStack, Identity, Intervals, Matrix, Ones, Product, Total, VStack
 from ....kernel.matrix.threads import single_threaded_blas
 from ... import algebra
 from ...linalg import gram_inverse_root
+from ...nonnegative import minimize_nonnegative
 from .gaussian import gaussian_factor
 from .gram import Gram
 from ..strategy import Noise
 
-#: Iteration caps: L-BFGS-B steps for Laplace, dual steps for Gaussian (both stop earlier on their tolerance).
+#: Iteration caps: projected L-BFGS steps for Laplace, dual steps for Gaussian (both stop earlier on their tolerance).
 LAPLACE_MAXITER = 1000
 GAUSSIAN_MAXITER = 100
+#: The Laplace search stops when its loss fell by less than LAPLACE_TOLERANCE of itself over LAPLACE_WINDOW steps.
+LAPLACE_TOLERANCE = 1e-3
+LAPLACE_WINDOW = 100
 #: Largest default p (see default_p).
 MAX_P = 128
 #: Up to this size the reported error of a p-Identity comes from a dense Cholesky of A^T A:
@@ -87,7 +90,10 @@ def pidentity_loss(theta: np.ndarray, gram: Gram) -> tuple[float, np.ndarray]:
     Q = gram.matmat(phi.T)  # V Phi^T, the only product with V: n x p
     # M = I + Theta Theta^T has eigenvalues >= 1, so an explicit inverse is accurate; it also
     # avoids LAPACK triangular solves, which are pathologically slow with threaded OpenBLAS.
-    m_inv = np.linalg.inv(np.eye(p) + theta @ theta.T)
+    try:
+        m_inv = np.linalg.inv(np.eye(p) + theta @ theta.T)
+    except np.linalg.LinAlgError:  # Theta so large (~1e5 on AllRange(8)) that M rounds to singular: no loss here
+        return math.inf, np.zeros_like(theta)
     F = phi @ Q  # Phi V Phi^T
     P = m_inv @ Q.T  # M^{-1} Phi V
     loss = float(s**2 @ gram.diag - np.sum(m_inv * F.T))
@@ -124,7 +130,7 @@ def optimize_factor(
     the best of ``restarts`` random starts plus ``start`` when it is a p-Identity of the right
     shape; Gaussian returns a factor of the convex optimum within a certified gap (deterministic,
     so restarts do not apply).
-    ``maxiter`` caps the iterations: L-BFGS-B steps (Laplace) or dual steps (Gaussian).
+    ``maxiter`` caps the iterations: projected L-BFGS steps (Laplace) or dual steps (Gaussian).
     """
     if noise not in ("laplace", "gaussian"):
         raise ValueError(f"noise must be 'laplace' or 'gaussian', got {noise!r}")
@@ -161,15 +167,8 @@ def _minimize_pidentity(theta0: np.ndarray, gram: Gram, maxiter: int) -> tuple[n
         loss, grad = pidentity_loss(flat.reshape(shape), gram)
         return loss, grad.ravel()
 
-    result = minimize(
-        fun, theta0.ravel(), jac=True, method="L-BFGS-B", bounds=Bounds(0.0, np.inf),
-        # 5 correction pairs instead of 10: same RMSE on AllRange(1024) after 1000 steps, and on
-        # AllRange(4096) 14.48 after 500 steps in 32 s against 14.52 in 41 s (L-BFGS-B's own work
-        # grows with the pairs and dominates the step at 5e5 variables).
-        options={"maxiter": maxiter, "ftol": 1e-8, "gtol": 1e-12, "maxcor": 5},
-    )
-    theta = np.maximum(result.x.reshape(shape), 0.0)
-    return theta, pidentity_loss(theta, gram)[0]
+    found = minimize_nonnegative(fun, theta0, maxiter, LAPLACE_TOLERANCE, LAPLACE_WINDOW)
+    return found.x.reshape(shape), found.loss
 
 
 def factor_error(A: Matrix, gram: Gram, noise: Noise) -> float:
