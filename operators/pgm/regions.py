@@ -13,8 +13,8 @@ belief propagation; it converges to the projection because the constraints are l
 
 Limits: the model answers only marginals contained in one region (the measured cliques and their subsets);
 the tables agree locally but need not be the marginals of any joint distribution; the fitted loss is at most
-the exact method's (the relaxation is larger) and equals it where the regions form a junction tree; synthetic
-records are a heuristic (:meth:`RegionGraphModel._sample`).
+the exact method's (the relaxation is larger) and equals it where the regions form a junction tree. Synthetic
+records keep every region's table within rounding where the matching converges (module ``matching``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import numpy as np
 from ...kernel.domain import Domain
 from .loss import Term
 from .model import Model
+from .matching import match_regions, rounded_counts
 from .tables import Clique, logsumexp, sample_conditional, shape_of, summed_axes
 
 #: Projection sweeps per step at most, and the largest log-change of a separator marginal that ends them: loose
@@ -233,10 +234,16 @@ class RegionGraphModel(Model):
         return self._table(k).sum(axis=summed_axes(self.regions[k], subset))
 
     def _sample(self, n_rows: int, rng: np.random.Generator) -> np.ndarray:
-        """Heuristic records: attributes are drawn one at a time, each from the region that holds it together with
-        the most attributes already drawn, conditioned on those. Each region's tables are matched only as far as
-        the drawing order lets one region's conditional stand for the joint; use the exact method for
-        faithful samples."""
+        """Records whose every region's counts are its table scaled to ``n_rows`` (within rounding, once the
+        matching converges; module ``matching``), started from draws in order (:meth:`_draw_in_order`)."""
+        records = self._draw_in_order(n_rows, rng)
+        targets = [rounded_counts(self._table(k), n_rows, rng) for k in range(len(self.regions))]
+        match_regions(records, self.regions, targets, self._engine.sizes, rng)
+        return records
+
+    def _draw_in_order(self, n_rows: int, rng: np.random.Generator) -> np.ndarray:
+        """Attributes drawn one at a time, each from the region that holds it together with the most attributes
+        already drawn, conditioned on those: exact draws where the regions form a tree, elsewhere only a start."""
         sizes = self._engine.sizes
         records = np.zeros((n_rows, len(sizes)), dtype=np.int64)
         drawn: set[int] = set()
