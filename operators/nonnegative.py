@@ -45,25 +45,34 @@ def minimize_nonnegative(
     """Minimize ``fun`` (returning the loss and its gradient) over x >= 0 from ``max(x0, 0)``.
 
     Stops after ``maxiter`` steps, when the loss fell by less than ``tolerance`` of itself over the last
-    ``window`` steps (converged), when no variable is free to move (converged), or when no step along the
-    projected path decreases the loss (converged: the direction is at rounding level).
+    ``window`` steps (converged), when no variable is free to move (converged), when not even the projected
+    gradient's path decreases the loss (converged: stationary to rounding; a quasi-Newton direction that fails
+    is dropped for the gradient first), or at once when the loss at ``x0`` is not finite (not converged).
     """
     x = np.maximum(np.asarray(x0, dtype=np.float64).ravel(), 0.0)
     loss, grad = fun(x)
+    if not (np.isfinite(loss) and np.all(np.isfinite(grad))):
+        return Minimum(x, loss, 0, False)
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
     history = [loss]
     for step in range(1, maxiter + 1):
         free = np.flatnonzero((x > 0) | (grad < 0))
         if free.size == 0:
             return Minimum(x, loss, step - 1, True)
-        direction = np.zeros_like(x)
-        direction[free] = -_two_loop(grad[free], [(s[free], y[free]) for s, y in pairs])
-        if grad[free] @ direction[free] >= 0:  # not a descent direction: forget the curvature pairs
-            pairs.clear()
-            direction[free] = -_two_loop(grad[free], [])
-        moved = _projected_search(fun, x, loss, grad, direction)
+        moved = None
+        if pairs:
+            direction = np.zeros_like(x)
+            direction[free] = -_two_loop(grad[free], [(s[free], y[free]) for s, y in pairs])
+            if grad[free] @ direction[free] < 0:
+                moved = _projected_search(fun, x, loss, grad, direction)
+            if moved is None:  # the curvature pairs mislead: forget them, try the gradient
+                pairs.clear()
         if moved is None:
-            return Minimum(x, loss, step - 1, True)
+            direction = np.zeros_like(x)
+            direction[free] = -_two_loop(grad[free], [])
+            moved = _projected_search(fun, x, loss, grad, direction)
+            if moved is None:  # not even the projected gradient decreases the loss: stationary to rounding
+                return Minimum(x, loss, step - 1, True)
         x_new, loss_new, grad_new = moved
         pairs = (pairs + [(x_new - x, grad_new - grad)])[-memory:]
         x, loss, grad = x_new, loss_new, grad_new

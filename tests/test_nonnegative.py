@@ -87,3 +87,10 @@ def test_work_is_bounded_by_the_cap():
     found = minimize_nonnegative(flat_then_noisy, np.ones(4), maxiter=50, tolerance=0.0, window=1)
     assert found.steps == 0 and found.converged
     assert len(calls) <= 1 + HALVINGS
+
+
+def test_a_start_without_a_finite_loss_is_not_converged():
+    found = minimize_nonnegative(lambda x: (np.inf, np.zeros_like(x)), np.ones(3), maxiter=10, tolerance=0.0, window=1)
+    assert found.steps == 0 and not found.converged
+    found = minimize_nonnegative(lambda x: (1.0, np.full_like(x, np.nan)), np.ones(3), maxiter=10, tolerance=0.0, window=1)
+    assert not found.converged
