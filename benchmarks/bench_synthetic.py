@@ -103,6 +103,9 @@ def plot(results: Path, figure: Path) -> None:
                       label=f"{label}, {k[3]}-way")
         axis.set(xscale="log", xlabel="epsilon (delta = 1e-9)", ylabel="mean L1 error of the records' marginals",
                  title=table)
+        ticks = sorted({x for points in lines.values() for x in points})
+        axis.set_xticks(ticks, [f"{x:g}" for x in ticks], minor=False)
+        axis.minorticks_off()
         axis.legend(fontsize=7)
     figure_.tight_layout()
     figure_.savefig(figure, dpi=110)
