@@ -23,8 +23,8 @@ def gram_inverse_root(A: Matrix) -> tuple[np.ndarray, np.ndarray | None]:
     G = gram(A).dense()
     G = (G + G.T) / 2
     tolerance = G.shape[0] * np.finfo(float).eps
-    upper, info = scipy.linalg.lapack.dpotrf(G, lower=0, clean=1)
-    if info == 0 and np.all(np.diag(upper) ** 2 > tolerance * np.diag(G)):
+    upper = pivoted_cholesky(G, tolerance)
+    if upper is not None:
         inverse, info = scipy.linalg.lapack.dtrtri(upper, lower=0)
         if info == 0:
             return inverse, None
@@ -32,6 +32,13 @@ def gram_inverse_root(A: Matrix) -> tuple[np.ndarray, np.ndarray | None]:
     keep = eigenvalues > eigenvalues.max(initial=0.0) * tolerance
     basis = vectors[:, keep]
     return basis / np.sqrt(eigenvalues[keep]), basis
+
+
+def pivoted_cholesky(G: np.ndarray, share: float) -> np.ndarray | None:
+    """The upper Cholesky factor of the symmetric ``G`` when every pivot keeps more than ``share`` of its column's
+    squared norm (G far enough from singular for the use at hand), else None."""
+    upper, info = scipy.linalg.lapack.dpotrf(G, lower=0, clean=1)
+    return upper if info == 0 and np.all(np.diag(upper) ** 2 > share * np.diag(G)) else None
 
 
 def preconditioned_cg(

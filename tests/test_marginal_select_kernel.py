@@ -142,6 +142,25 @@ def test_with_no_budget_left_a_selection_is_refused_before_any_row_is_read(monke
     assert not built and spent(kernel) == 1
 
 
+def test_after_the_charge_nothing_fails_on_an_empty_table_or_at_the_largest_values(monkeypatch):
+    """Steps after the charge cannot fail differently with the data: an empty table and its one-record neighbour,
+    each asked for estimates of L1 norm 2^399 (the largest accepted: 2^400), the extreme weights and offsets and a
+    recoding, are both scored, charged alike, and do the same counted work."""
+    replies, works = [], []
+    for columns in ({"a": [], "b": []}, {"a": [3], "b": [1]}):
+        kernel = kernel_of(columns, {"a": 4, "b": 2})
+        steps = []
+        original = marginals.steps
+        monkeypatch.setattr(marginals, "steps", lambda *args: steps.append(args) or original(*args))
+        message = request(root(kernel), [["a"], ["a", "b"]], [np.full(2, 2.0**398), np.full((2, 2), -2.0**397)],
+                          [2.0**400, 2.0**-400], [2.0**400, -2.0**400], recode={"a": [0, 0, 1, 1]})
+        replies.append(send(kernel, message)["kind"])
+        works.append(steps)
+        assert spent(kernel) == 1
+        monkeypatch.undo()
+    assert replies == ["selected", "selected"] and works[0] == works[1] and works[0]
+
+
 def test_the_kernel_scores_recoded_marginals_in_the_tables_attribute_order():
     columns = {"a": [0, 1, 2, 2, 3], "b": [1, 0, 1, 1, 0]}
     estimate = np.array([[0.5, 1.0], [0.25, 2.0]])  # axes (a recoded: 0,1 -> 0 and 2,3 -> 1), then b

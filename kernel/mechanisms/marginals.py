@@ -11,8 +11,8 @@ Card
   histograms' cells count as held memory.
 - Reads data: the histograms and scores, once the charge is planned.
 - May fail before the charge: unknown names, too many candidates (4,096), recodings or estimates of the wrong shape,
-  not finite or past 2^400 (weights 2^-400 to 2^400), cells, passes, work or memory over the limits, an
-  unsamplable rate. Nothing after; an empty table is scored by the same work.
+  estimates not float64, not finite or past 2^400 (weights 2^-400 to 2^400), cells, passes, work or memory over the
+  limits, an unsamplable rate. Nothing after; an empty table is scored by the same work.
 - Proof: docs/privacy/marginal-selection.md#mechanism-and-guarantee
 """
 

@@ -40,6 +40,7 @@ import scipy.linalg
 from scipy.optimize import minimize
 
 from ...matrix import Dense, Identity, Matrix
+from ...linalg import pivoted_cholesky
 from .gram import Gram
 
 #: Relative duality gap at which the search stops (the error is then within GAP of the optimum).
@@ -80,16 +81,11 @@ def gaussian_factor(gram: Gram, maxiter: int) -> Matrix:
         return Identity(1)
     V = gram.dense()
     V = (V + V.T) / 2
-    if _well_conditioned(V):
+    if pivoted_cholesky(V, CONDITION) is not None:  # well conditioned
         best = _dual_search(V, gram, maxiter)
         if best is not None:
             return Dense(best.factor / np.linalg.norm(best.factor, axis=0))
     return _primal_factor(gram, V)
-
-
-def _well_conditioned(V: np.ndarray) -> bool:
-    upper, info = scipy.linalg.lapack.dpotrf(V, lower=0, clean=1)
-    return info == 0 and bool(np.all(np.diag(upper) ** 2 > CONDITION * np.diag(V)))
 
 
 def _dual_search(V: np.ndarray, gram: Gram, maxiter: int) -> DualPoint | None:
@@ -115,6 +111,8 @@ def _dual_search(V: np.ndarray, gram: Gram, maxiter: int) -> DualPoint | None:
         steps.append(point.step)
         log_lambda = _anderson(points, steps)
     return best
+
+
 def _anderson(points, steps) -> np.ndarray:
     """The next log lambda: the fixed-point step x + f(x), mixed over the kept iterates (type II Anderson)."""
     x, f = points[-1], steps[-1]

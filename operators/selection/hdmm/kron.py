@@ -43,7 +43,7 @@ def opt_0(
 
     p defaults to the paper's n / 16 within [8, 128] (1 for identity/total blocks, see
     opt0.default_p); Laplace keeps the best of ``restarts`` random starts; ``maxiter`` caps
-    the L-BFGS-B iterations per start (time against error on large n).
+    the optimizer's steps per start (time against error on large n; opt0.optimize_factor).
     """
     noise_constant(noise)
     rng = np.random.default_rng(seed)

@@ -16,8 +16,8 @@ and K = (I + Theta^T Theta)^{-1} = I - Theta^T M^{-1} Theta (Woodbury):
 and with Q = V Phi^T (the only product with V), P = M^{-1} Q^T, R = M^{-1} Theta:
     Theta K (S V S) K = P S - (P Phi^T) R,      diag(K S V)_j = s_j V_jj - sum_k Theta_kj P_kj.
 
-Gaussian: the convex problem min tr[X^{-1} V] s.t. diag(X) = 1 (J Def. 12), solved through its dual
-(module ``gaussian``).
+Gaussian: the convex problem min tr[X^{-1} V] s.t. diag(X) = 1 (J Def. 12), solved through its dual,
+or by the paper's primal descent when V is singular or nearly so (module ``gaussian``).
 """
 
 from __future__ import annotations
@@ -128,8 +128,8 @@ def optimize_factor(
     All-ones Grams get Total and multiples of I get I (both optimal: they attain the SVD
     bound). Otherwise Laplace returns a p-Identity (p = 1 for I/T predicates, else default_p),
     the best of ``restarts`` random starts plus ``start`` when it is a p-Identity of the right
-    shape; Gaussian returns a factor of the convex optimum within a certified gap (deterministic,
-    so restarts do not apply).
+    shape; Gaussian returns a factor of the convex optimum (within a certified gap when V is well
+    conditioned; deterministic, so restarts do not apply).
     ``maxiter`` caps the iterations: projected L-BFGS steps (Laplace) or dual steps (Gaussian).
     """
     if noise not in ("laplace", "gaussian"):
