@@ -1,11 +1,11 @@
 """The client's matrices compiled to the kernel's sealed language (``kernel.matrix.spec``): a stack of blocks, each
 ``weight * diag(row_weights) * kron(leaves)``.
 
-Stacks become blocks, scalar weights multiply into them, Kronecker products of leaves become one block, a
-diagonal's product with a one-leaf block becomes its row weights. Anything else (products, transposes, sums,
-Grams) has no form the kernel accepts: it is sent as the dense matrix it is, computed here from public matrices,
-up to ``DENSE_ENTRIES`` entries, and otherwise refused with what to send instead. Nothing here is trusted: the
-kernel derives every sensitivity from what it receives.
+Stacks become blocks, scalar weights multiply into them, Kronecker products of leaves become one block (a factor
+with no one-leaf form becoming a dense leaf), a diagonal's product with a one-leaf block becomes its row weights.
+Anything else (products, transposes, sums, Grams) has no form the kernel accepts: it is sent as the dense matrix it
+is, computed here from public matrices, up to ``DENSE_ENTRIES`` entries, and otherwise refused with what to send
+instead. Nothing here is trusted: the kernel derives every sensitivity from what it receives.
 
 >>> from operators.matrix import Identity, Kronecker, Ones
 >>> normal_form(Kronecker([Identity(2), Ones(1, 3)])).blocks[0].factors[1].kind
@@ -125,11 +125,18 @@ def _(A: Weighted) -> list[_Part]:
 
 @_parts.register
 def _(A: Kronecker) -> list[_Part]:
-    factors = [_parts(f) for f in A.factors]
-    if any(len(f) != 1 or f[0].row_weights is not None for f in factors):
-        return _dense(A)
-    weight = float(np.prod([f[0].weight for f in factors]))
-    return [_Part(weight, None, tuple(leaf for f in factors for leaf in f[0].leaves))]
+    factors = [_one_part(f) for f in A.factors]
+    weight = float(np.prod([f.weight for f in factors]))
+    return [_Part(weight, None, tuple(leaf for f in factors for leaf in f.leaves))]
+
+
+def _one_part(factor: Matrix) -> _Part:
+    """A Kronecker factor as one leaf: its own form if that is one leaf, else its dense entries (a p-Identity, any
+    stack of blocks: the product stays a Kronecker product of small leaves)."""
+    parts = _parts(factor)
+    if len(parts) == 1 and parts[0].row_weights is None:
+        return parts[0]
+    return _dense(factor)[0]
 
 
 @_parts.register
