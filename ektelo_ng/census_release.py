@@ -1,0 +1,92 @@
+"""Releasing SF1 tables end to end: a Person table left in an engine, HDMM, the kernel, a labelled release.
+
+Stages, each timed with the process's peak memory after it (``Stage``): ``open`` (the engine validates the table),
+``select`` (HDMM on the workload: no data, no budget), ``vectorize`` (one histogram over every attribute, counted by
+the engine: 25.5 million cells for SF1+), ``measure`` (the kernel adds noise to the strategy's answers and charges
+the budget), ``reconstruct`` (least squares), ``error bars`` (every answer's interval) and ``write`` (CSV or Parquet).
+docs/census.md walks through it.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ektelo_ng.kernel.limits import Limits
+from ektelo_ng.operators import measure
+from ektelo_ng.operators.budget import Budget, noise_of
+from ektelo_ng.operators.census import SF1, CensusWorkload, SF1Plus, write_release
+from ektelo_ng.operators.client import BudgetView
+from ektelo_ng.operators.selection.hdmm import hdmm
+from ektelo_ng.session import open_table, protect
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a release: its name, its seconds, and the process's peak resident memory after it."""
+
+    name: str
+    seconds: float
+    peak_bytes: int
+
+
+def peak_bytes() -> int:
+    """This process's peak resident memory so far (Linux reports kilobytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@dataclass
+class Release:
+    """A finished release: the workload, the columns written (``CensusWorkload.release``), the stages, the
+    strategy's expected RMSE at this budget, the kernel's account of the budget afterwards, and the file."""
+
+    workload: CensusWorkload
+    columns: dict[str, np.ndarray]
+    stages: list[Stage]
+    expected_rmse: float
+    budget: BudgetView
+    path: Path | None
+
+
+def release_sf1(table, budget: Budget, *, plus: bool = True, backend: str = "duckdb", out: str | Path | None = None,
+                level: float = 0.95, restarts: int = 3, seed: int = 0, limits: Limits = Limits(),
+                on_stage: Callable[[Stage], None] | None = None, **engine) -> Release:
+    """Release SF1 (``plus=False``) or SF1+ from a Person table (``operators.census``'s domain: Parquet or CSV
+    files, a table name, or a Spark DataFrame) left to ``backend``, spending ``budget`` once. ``engine`` options go
+    to the backend (``master=`` or ``spark=`` for Spark, ``connection=`` for DuckDB). ``on_stage`` hears of each
+    stage as it ends (the command line prints them). SF1+ fits the kernel's default ``limits`` (its histogram is
+    25.5 million of the 2^25 cells one request may build)."""
+    stages: list[Stage] = []
+
+    @contextmanager
+    def stage(name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        yield
+        stages.append(Stage(name, time.perf_counter() - start, peak_bytes()))
+        if on_stage is not None:
+            on_stage(stages[-1])
+
+    workload = SF1Plus() if plus else SF1()
+    noise = noise_of(budget)
+    with stage("open"):
+        session = protect(open_table(table, workload.domain, backend, **engine), workload.domain, budget, limits=limits)
+    with stage("select"):
+        strategy = hdmm(workload.matrix, noise=noise, restarts=restarts, seed=seed)
+    with stage("vectorize"):
+        vector, _ = measure.data_vector(session.source, None)
+    with stage("measure"):
+        measurements = strategy.measure(vector, budget)
+    with stage("reconstruct"):
+        estimate = strategy.reconstruct(measurements)
+    with stage("error bars"):
+        columns = workload.release(estimate, level)
+    path = None
+    if out is not None:
+        with stage("write"):
+            path = write_release(columns, out)
+    return Release(workload, columns, stages, strategy.at(budget).rmse(), session.budget, path)
