@@ -26,6 +26,7 @@ from ektelo_ng.operators.client import BudgetView
 from ektelo_ng.operators.selection.hdmm import hdmm
 from ektelo_ng.session import open_table, protect
 
+
 @dataclass(frozen=True)
 class Stage:
     """One stage of a release: its name, its seconds, and the process's peak resident memory after it."""
@@ -54,13 +55,13 @@ class Release:
 
 
 def release_sf1(table, budget: Budget, *, plus: bool = True, backend: str = "duckdb", out: str | Path | None = None,
-                level: float = 0.95, restarts: int = 3, seed: int = 0, limits: Limits = Limits(),
+                level: float = 0.95, restarts: int = 3, seed: int = 0, limits: Limits | None = None,
                 on_stage: Callable[[Stage], None] | None = None, **engine) -> Release:
     """Release SF1 (``plus=False``) or SF1+ from a Person table (``operators.census``'s domain: Parquet or CSV
     files, a table name, or a Spark DataFrame) left to ``backend``, spending ``budget`` once. ``engine`` options go
     to the backend (``master=`` or ``spark=`` for Spark, ``connection=`` for DuckDB). ``on_stage`` hears of each
-    stage as it ends (the command line prints them). SF1+ fits the kernel's default ``limits`` (its histogram is
-    25.5 million of the 2^25 cells one request may build)."""
+    stage as it ends (the command line prints them). SF1+ fits the kernel's default ``limits``
+    (``kernel.limits.Limits()``: its histogram is 25.5 million of the 2^25 cells one request may build)."""
     stages: list[Stage] = []
 
     @contextmanager
@@ -74,7 +75,8 @@ def release_sf1(table, budget: Budget, *, plus: bool = True, backend: str = "duc
     workload = SF1Plus() if plus else SF1()
     noise = noise_of(budget)
     with stage("open"):
-        session = protect(open_table(table, workload.domain, backend, **engine), workload.domain, budget, limits=limits)
+        session = protect(open_table(table, workload.domain, backend, **engine), workload.domain, budget,
+                          limits=limits or Limits())
     with stage("select"):
         strategy = hdmm(workload.matrix, noise=noise, restarts=restarts, seed=seed)
     with stage("vectorize"):
