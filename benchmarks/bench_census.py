@@ -96,7 +96,7 @@ def _truth(workload: census.CensusWorkload, table: Path) -> np.ndarray:
     return workload.matrix @ x
 
 
-#: Spark reads the 10^8-row table (25 files, 288 MB) as 3 splits of 128 MB by default, too few for two cores to
+#: Spark reads the 10^8-row table (24 files, 288 MB) as 3 splits of 128 MB by default, too few for two cores to
 #: share evenly; 16 MB splits give 24 tasks, and 8 shuffle partitions fit 1.7 million groups.
 SPARK_CONF = {"spark.sql.files.maxPartitionBytes": "16m", "spark.sql.shuffle.partitions": "8"}
 

@@ -10,6 +10,7 @@ docs/census.md walks through it.
 from __future__ import annotations
 
 import resource
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,10 +22,14 @@ import numpy as np
 from ektelo_ng.kernel.limits import Limits
 from ektelo_ng.operators import measure
 from ektelo_ng.operators.budget import Budget, noise_of
-from ektelo_ng.operators.census import SF1, CensusWorkload, SF1Plus, write_release
+from ektelo_ng.operators.census import SF1, CensusWorkload, SF1Plus, check_release_path, write_release
 from ektelo_ng.operators.client import BudgetView
+from ektelo_ng.operators.confidence import check_level
 from ektelo_ng.operators.selection.hdmm import hdmm
 from ektelo_ng.session import open_table, protect
+
+STAGES = ("open", "select", "vectorize", "measure", "reconstruct", "error bars", "write")
+"""A release's stages in order (``write`` only when it is given a path)."""
 
 
 @dataclass(frozen=True)
@@ -37,8 +42,9 @@ class Stage:
 
 
 def peak_bytes() -> int:
-    """This process's peak resident memory so far (Linux reports kilobytes)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """This process's peak resident memory so far (Linux reports kilobytes, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
 
 
 @dataclass
@@ -55,12 +61,15 @@ class Release:
 
 
 def release_sf1(table, budget: Budget, *, plus: bool = True, backend: str = "duckdb", out: str | Path | None = None,
-                level: float = 0.95, restarts: int = 3, seed: int = 0, limits: Limits | None = None,
-                on_stage: Callable[[Stage], None] | None = None, **engine) -> Release:
+                level: float = 0.95, restarts: int = 3, seed: int = 0, noise_seed: int | None = None,
+                limits: Limits | None = None, on_stage: Callable[[Stage], None] | None = None,
+                **engine: object) -> Release:
     """Release SF1 (``plus=False``) or SF1+ from a Person table (``operators.census``'s domain: Parquet or CSV
     files, a table name, or a Spark DataFrame) left to ``backend``, spending ``budget`` once. ``engine`` options go
-    to the backend (``master=`` or ``spark=`` for Spark, ``connection=`` for DuckDB). ``on_stage`` hears of each
-    stage as it ends (the command line prints them). SF1+ fits the kernel's default ``limits``
+    to the backend (``master=`` or ``spark=`` for Spark, ``connection=`` for DuckDB). ``seed`` is HDMM's;
+    ``noise_seed`` makes the kernel's noise reproducible (for tests: every answer then says it is seeded). The
+    level and the output path are checked before anything is spent. ``on_stage`` hears of each stage as it ends
+    (the command line prints them). SF1+ fits the kernel's default ``limits``
     (``kernel.limits.Limits()``: its histogram is 25.5 million of the 2^25 cells one request may build)."""
     stages: list[Stage] = []
 
@@ -72,11 +81,13 @@ def release_sf1(table, budget: Budget, *, plus: bool = True, backend: str = "duc
         if on_stage is not None:
             on_stage(stages[-1])
 
+    level = check_level(level)
+    path = None if out is None else check_release_path(out)
     workload = SF1Plus() if plus else SF1()
     noise = noise_of(budget)
     with stage("open"):
         session = protect(open_table(table, workload.domain, backend, **engine), workload.domain, budget,
-                          limits=limits or Limits())
+                          seed=noise_seed, limits=limits or Limits())
     with stage("select"):
         strategy = hdmm(workload.matrix, noise=noise, restarts=restarts, seed=seed)
     with stage("vectorize"):
@@ -87,8 +98,7 @@ def release_sf1(table, budget: Budget, *, plus: bool = True, backend: str = "duc
         estimate = strategy.reconstruct(measurements)
     with stage("error bars"):
         columns = workload.release(estimate, level)
-    path = None
-    if out is not None:
+    if path is not None:
         with stage("write"):
-            path = write_release(columns, out)
+            write_release(columns, path)
     return Release(workload, columns, stages, strategy.at(budget).rmse(), session.budget, path)

@@ -177,13 +177,16 @@ class Table:
 
 def _sex_by_age(name: str, ages: Lines, **universe: Lines) -> Table:
     sex = _identity(SEXES)
-    return Table(name, ({**universe}, {**universe, "sex": sex}, {**universe, "sex": sex, "age": ages}))
+    return Table(name, (dict(universe), {**universe, "sex": sex}, {**universe, "sex": sex, "age": ages}))
 
 
 def sf1_tables() -> tuple[Table, ...]:
-    """The SF1 person tables of HDMM's workload, in the Census Bureau's order (4,151 lines in all)."""
-    hispanic, not_hispanic = _identity(HISPANIC), _one(2, 0, HISPANIC[0])
-    hispanic_only, not_hispanic_only = _one(2, 1), _one(2, 0)  # universes: named by the table
+    """The SF1 person tables of HDMM's workload, in the Census Bureau's order of tables (4,151 lines in all).
+
+    Within a table, the rows come product by product (its total, then e.g. each sex, then each sex by age group),
+    not in the printed table's line order; each row's ``line`` label says what it counts."""
+    hispanic, not_hispanic_line = _identity(HISPANIC), _one(2, 0, HISPANIC[0])
+    hispanic_universe, not_hispanic_universe = _one(2, 1), _one(2, 0)  # named by the table, not in the line
     adult = _lines(115, [range(18, 115)], [""])  # the universe of P10 and P11
     alone, detail = race_alone(), race_detail()
     p12, pct12 = age_groups(_P12_AGES), age_groups(_PCT12_AGES)
@@ -195,18 +198,18 @@ def sf1_tables() -> tuple[Table, ...]:
         Table("P4", ({}, {"hispanic": hispanic})),
         Table("P5", ({}, {"hispanic": hispanic}, {"hispanic": hispanic, "race": alone})),
         Table("P8", ({}, {"race": detail})),
-        Table("P9", ({}, {"hispanic": hispanic}, {"hispanic": not_hispanic, "race": detail})),
+        Table("P9", ({}, {"hispanic": hispanic}, {"hispanic": not_hispanic_line, "race": detail})),
         Table("P10", ({"age": adult}, {"age": adult, "race": detail})),
         Table("P11", ({"age": adult}, {"age": adult, "hispanic": hispanic},
-                      {"age": adult, "hispanic": not_hispanic, "race": detail})),
+                      {"age": adult, "hispanic": not_hispanic_line, "race": detail})),
         _sex_by_age("P12", p12),
         *(_sex_by_age(f"P12{letters[i]}", p12, race=race) for i, race in enumerate(iterations)),
-        _sex_by_age("P12H", p12, hispanic=hispanic_only),
-        _sex_by_age("P12I", p12, hispanic=not_hispanic_only, race=iterations[0]),
+        _sex_by_age("P12H", p12, hispanic=hispanic_universe),
+        _sex_by_age("P12I", p12, hispanic=not_hispanic_universe, race=iterations[0]),
         _sex_by_age("PCT12", pct12),
         *(_sex_by_age(f"PCT12{letters[i]}", pct12, race=race) for i, race in enumerate(iterations)),
-        _sex_by_age("PCT12H", pct12, hispanic=hispanic_only),
-        *(_sex_by_age(f"PCT12{letters[8 + i]}", pct12, hispanic=not_hispanic_only, race=race)
+        _sex_by_age("PCT12H", pct12, hispanic=hispanic_universe),
+        *(_sex_by_age(f"PCT12{letters[8 + i]}", pct12, hispanic=not_hispanic_universe, race=race)
           for i, race in enumerate(iterations)),
     ]  # fmt: skip
     return tuple(tables)
@@ -235,29 +238,55 @@ class CensusWorkload:
         """Every answer of ``estimate`` to this workload with its error bars, as columns: geography, table, line,
         answer, std, lower, upper (NaN where withheld), level, method (what the interval accounts for)."""
         found = estimate.intervals(self.matrix, level)
-        std = np.sqrt(estimate.variances(self.matrix))
+        std = np.sqrt(np.maximum(estimate.variances(self.matrix), 0.0))  # NaN (unknown) stays NaN
         rows = self.matrix.shape[0]
         return {"geography": self.geography, "table": self.table, "line": self.line, "answer": found.answers,
                 "std": std, "lower": found.lower, "upper": found.upper, "level": np.full(rows, found.level),
                 "method": np.full(rows, found.method)}  # fmt: skip
 
 
-def write_release(columns: Mapping[str, np.ndarray], path: str | Path) -> Path:
-    """Write a release's columns as Parquet (a ``.parquet`` path: needs pyarrow) or CSV (any other path)."""
+def _pyarrow():
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        raise ImportError("a Parquet release needs pyarrow: pip install -e '.[parquet]', or write .csv") from None
+    return pyarrow, pyarrow.parquet
+
+
+def check_release_path(path: str | Path) -> Path:
+    """``path`` if a release can be written there (its folder exists; pyarrow for ``.parquet``), else the error
+    saying why: checked before any budget is spent, so that a release is never lost at its last step."""
     path = Path(path)
+    if not path.parent.is_dir():
+        raise ValueError(f"cannot write the release to {path}: the folder {path.parent} does not exist")
+    if path.is_dir():
+        raise ValueError(f"cannot write the release to {path}: it is a folder; name a .csv or .parquet file")
     if path.suffix == ".parquet":
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise ImportError("a Parquet release needs pyarrow: pip install -e '.[parquet]', or write .csv") from None
+        _pyarrow()
+    return path
+
+
+def write_release(columns: Mapping[str, np.ndarray], path: str | Path) -> Path:
+    """Write a release's columns as Parquet (a ``.parquet`` path: needs pyarrow) or CSV (any other path; a withheld
+    value, NaN, is an empty cell)."""
+    path = check_release_path(path)
+    if path.suffix == ".parquet":
+        pa, pq = _pyarrow()
         pq.write_table(pa.table({name: np.asarray(column) for name, column in columns.items()}), path)
         return path
+    cells = []
+    for column in map(np.asarray, columns.values()):
+        text = column.astype(str)
+        if column.dtype.kind == "f":
+            text[np.isnan(column)] = ""
+        cells.append(text.tolist())
     with open(path, "w", encoding="utf-8", newline="") as out:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(list(columns))
-        writer.writerows(zip(*(np.asarray(c).tolist() for c in columns.values())))
+        writer.writerows(zip(*cells))
     return path
+
 
 
 def _workload(domain: Domain, geography: Lines | None) -> CensusWorkload:

@@ -25,7 +25,7 @@ def register(subcommands) -> None:
     jobs = parser.add_subparsers(dest="job", metavar="JOB")
     generate = jobs.add_parser("generate", help="write a synthetic Person table as Parquet files",
                                description="Write ROWS synthetic Person records (2010 margins) as Parquet files.")
-    generate.add_argument("--rows", type=int, default=DEFAULT_ROWS, help=f"records to write (default {DEFAULT_ROWS})")
+    generate.add_argument("--rows", type=_count, default=DEFAULT_ROWS, help=f"records to write (default {DEFAULT_ROWS})")
     generate.add_argument("--out", required=True, help="an empty or new directory for the Parquet files")
     generate.add_argument("--seed", type=int, default=0, help="the generator's seed (default 0)")
     generate.add_argument("--national", action="store_true", help="leave out the state column (for SF1)")
@@ -42,15 +42,22 @@ def register(subcommands) -> None:
     release.add_argument("--table", help="Parquet/CSV files, a glob or a directory of them (default: synthetic)")
     release.add_argument("--workload", choices=("sf1+", "sf1"), default="sf1+",
                          help="sf1+: nation and states (the table needs a state column); sf1: national only")
-    release.add_argument("--backend", choices=("duckdb", "spark", "numpy"), default="duckdb",
-                         help="who counts the rows: DuckDB in this process (default), Spark, or numpy in memory")
-    release.add_argument("--spark-master", help="Spark master URL (e.g. local[2], spark://host:7077)")
+    release.add_argument("--backend", choices=("duckdb", "spark"), default="duckdb",
+                         help="who counts the rows: DuckDB in this process (default) or Spark")
+    release.add_argument("--spark-master", help="with --backend spark: the master URL (e.g. local[2], spark://host:7077)")
     release.add_argument("--budget", default="epsilon=1",
                          help=f"{BUDGET_HELP} (default epsilon=1: Laplace noise; rho= or delta= give Gaussian)")
     release.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     release.add_argument("--out", default="sf1-release.csv", help="the release: .csv or .parquet (default %(default)s)")
     release.set_defaults(run=run_release)
     parser.set_defaults(run=lambda args: parser.print_help() or 0)
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"give a positive number of records, not {value}")
+    return value
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -62,10 +69,14 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def run_release(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     from ektelo_ng.census_persons import write_persons
-    from ektelo_ng.census_release import release_sf1
+    from ektelo_ng.census_release import STAGES, Stage, release_sf1
 
     budget, plus = parse_budget(args.budget), args.workload == "sf1+"
+    if args.spark_master and args.backend != "spark":
+        raise ValueError("--spark-master needs --backend spark")
     engine = {"master": args.spark_master} if args.spark_master else {}
     with tempfile.TemporaryDirectory(prefix="ektelo-census-") as scratch:
         table = args.table
@@ -76,9 +87,15 @@ def run_release(args: argparse.Namespace) -> int:
             table = str(write_persons(Path(scratch) / "persons", DEFAULT_ROWS, national=not plus))
             print(f"no --table: generated {DEFAULT_ROWS} synthetic Person records in {table}/")
         print(f"releasing {args.workload.upper()} from {table} ({args.backend}) at {show_budget(budget)}")
-        done = release_sf1(table, budget, plus=plus, backend=args.backend, out=args.out, level=args.level,
-                           on_stage=lambda s: print(f"  {s.name:<12} {s.seconds:8.2f} s   peak memory "
-                                                    f"{s.peak_bytes / 2**30:.2f} GiB"), **engine)  # fmt: skip
+        with tqdm(total=len(STAGES), desc=STAGES[0], unit=" stage", leave=False) as bar:
+
+            def done_stage(stage: Stage) -> None:
+                bar.write(f"  {stage.name:<12} {stage.seconds:8.2f} s   peak memory {stage.peak_bytes / 2**30:.2f} GiB")
+                bar.update()
+                bar.set_description(STAGES[min(bar.n, len(STAGES) - 1)])  # the stage now running
+
+            done = release_sf1(table, budget, plus=plus, backend=args.backend, out=args.out, level=args.level,
+                               on_stage=done_stage, **engine)
     rows, cells = done.workload.matrix.shape
     print(f"{rows} answers over {cells} cells -> {done.path}; expected RMSE per answer {done.expected_rmse:.2f}; "
           f"intervals: {done.columns['method'][0]}")
