@@ -280,7 +280,7 @@ def test_hdmm_s_error_does_not_depend_on_the_relationship_attribute():
     assert selected(False, "laplace").rmse() == pytest.approx(without, rel=1e-3)
 
 
-def test_the_command_line_releases_sf1_from_a_built_in_table(tmp_path, capsys):
+def test_the_command_line_releases_sf1_from_a_built_in_table(tmp_path, capsys, monkeypatch):
     pytest.importorskip("pyarrow")
     pytest.importorskip("duckdb")
     assert main(["census", "release", "--workload", "sf1", "--out", str(tmp_path / "r.csv")]) == 0
@@ -294,6 +294,12 @@ def test_the_command_line_releases_sf1_from_a_built_in_table(tmp_path, capsys):
     assert "--spark-master needs --backend spark" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["census", "generate", "--rows", "-5", "--out", str(tmp_path / "neg")])
+    capsys.readouterr()
+    real = importlib.util.find_spec  # as if pyspark and pyarrow were not installed: said before anything is done
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("pyspark", "pyarrow")
+                        else real(name, *a))  # fmt: skip
+    assert main(["census", "release", "--backend", "spark", "--out", str(tmp_path / "x.csv")]) == 2
+    assert "needs pyspark, pyarrow: pip install -e '.[spark,parquet]'" in capsys.readouterr().err
     assert not (tmp_path / "neg").exists() and not (tmp_path / "x.csv").exists()
 
 

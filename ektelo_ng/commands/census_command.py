@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import tempfile
 from pathlib import Path
 
@@ -77,6 +78,12 @@ def run_release(args: argparse.Namespace) -> int:
     budget, plus = parse_budget(args.budget), args.workload == "sf1+"
     if args.spark_master and args.backend != "spark":
         raise ValueError("--spark-master needs --backend spark")
+    needed = {"duckdb": "duckdb", "spark": "pyspark"}[args.backend], *(() if args.table else ("pyarrow",))
+    missing = [module for module in needed if importlib.util.find_spec(module) is None]
+    if missing:  # before a table is generated or anything read
+        extras = {"duckdb": "duckdb", "pyspark": "spark", "pyarrow": "parquet"}
+        raise ImportError(f"this release needs {', '.join(missing)}: pip install -e "
+                          f"'.[{','.join(extras[m] for m in missing)}]' in the ektelo-ng folder")
     engine = {"master": args.spark_master} if args.spark_master else {}
     with tempfile.TemporaryDirectory(prefix="ektelo-census-") as scratch:
         table = args.table
