@@ -6,6 +6,7 @@
     python benchmarks/bench_dpbench.py grid_2d [OUT]     # 10 datasets x all 2-D plans x 1e3, 1e5, 1e7 x 1 trial
     python benchmarks/bench_dpbench.py fidelity [OUT]    # error relative to Identity: 5 datasets, 2 domains, 10 trials
     python benchmarks/bench_dpbench.py efpa_equivalent   # EFPA at the budget DPBench's EFPA arithmetic amounts to
+    python benchmarks/bench_dpbench.py efpa_dpbench [ORIGINAL]  # DPBench's (non-private) EFPA arithmetic vs its code
 
 One JSON object per case (per algorithm for the per-run cases). The per-run cases use the DPBench files
 (HEPTH, GOWALLA) from ../shared/dpbench when present, else the built-in SYN-STEPS / SYN-CLUSTERS-2D;
@@ -161,6 +162,62 @@ def efpa_equivalent(trials: int = 4) -> None:
                   flush=True)
 
 
+#: DPBench's own EFPA code (dpcomp_core, run in a scratch copy outside this repository) on the replay's samples: 10
+#: trials per dataset, n and scale, epsilon 0.1, each run seeded as the replay seeds it (``Setting.noise_seed``), its
+#: L2 error on Prefix (one JSON line per setting). efpa_dpbench_ks.jsonl beside it: the same code and the
+#: arithmetic of ``ektelo_ng.dpbench.nonprivate``, 200 draws each on trial 0's sample, compared by Kolmogorov-Smirnov.
+EFPA_ORIGINAL = Path(__file__).parent / "results" / "efpa_dpbench_original.jsonl"
+
+
+def same_as_original(ours: list[float], original: list[float]) -> tuple[bool, float, float]:
+    """The fidelity test of the DPBench issue on one setting's errors: equal if the geometric-mean ratio is within
+    [0.67, 1.5] and Welch's t on the log errors is below 3 in size, or the ratio is within 10% whatever t.
+    Returns (equal, ratio, t)."""
+    a, b = np.log(ours), np.log(original)
+    ratio = float(np.exp(a.mean() - b.mean()))
+    spread = np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    t = float((a.mean() - b.mean()) / spread) if spread > 0 else 0.0
+    return (0.67 <= ratio <= 1.5 and abs(t) < 3) or abs(ratio - 1) <= 0.10, ratio, t
+
+
+def efpa_dpbench(original: str | None) -> None:
+    """DPBench's EFPA arithmetic (``ektelo_ng.dpbench.nonprivate``: NOT private) on the replay's samples against
+    DPBench's own code on the same samples, setting by setting; and both relative to Identity at epsilon 0.1."""
+    data_dir = _data_dir()
+    if data_dir is None:
+        print(json.dumps({"name": "efpa_dpbench", "skipped": "the DPBench files are not at ../shared/dpbench"}))
+        return
+    from ektelo_ng.dpbench.nonprivate import efpa_dpbench_calibration
+    from ektelo_ng.dpbench.runner import sample_of
+
+    theirs = {(r["n"], r["scale"], r["dataset"]): r["errors"]
+              for r in map(json.loads, Path(original or EFPA_ORIGINAL).read_text().splitlines())}  # fmt: skip
+    equal = 0
+    for n in (256, 4096):
+        noise = np.random.default_rng(n).laplace(0, 10, (1000, n))  # Identity at eps = 0.1: its mean Prefix error
+        identity = np.linalg.norm(np.cumsum(noise, axis=1), axis=1).mean()
+        for scale in SCALES:
+            start, ours_ratio, their_ratio, verdicts = time.perf_counter(), [], [], {}
+            for dataset in FIDELITY_DATASETS:
+                ours = []
+                for trial in range(10):
+                    setting = Setting(dataset, scale, (n,), trial, "Prefix", 0)
+                    x = sample_of(setting, data_dir).ravel().astype(np.float64)
+                    rng = np.random.default_rng(setting.noise_seed("EFPA-dpbench", "0.1"))
+                    ours.append(float(np.linalg.norm(np.cumsum(x - efpa_dpbench_calibration(x, 0.1, rng)))))
+                same, ratio, t = same_as_original(ours, theirs[n, scale, dataset])
+                equal += same
+                verdicts[dataset] = {"equal": same, "ratio": round(ratio, 3), "t": round(t, 2)}
+                ours_ratio.append(np.mean(ours) / identity)
+                their_ratio.append(np.mean(theirs[n, scale, dataset]) / identity)
+            print(json.dumps({
+                "name": f"efpa_dpbench/{n}/{scale}", "seconds": round(time.perf_counter() - start, 1),
+                "relative_to_identity": float(np.exp(np.mean(np.log(ours_ratio)))),
+                "dpbench_code_relative_to_identity": float(np.exp(np.mean(np.log(their_ratio)))),
+                "settings": verdicts}), flush=True)
+    print(json.dumps({"name": "efpa_dpbench/equal", "equal": equal, "settings": 2 * len(SCALES) * 5}), flush=True)
+
+
 if __name__ == "__main__":
     extra = sys.argv[2] if len(sys.argv) > 2 else None
     cases = {"per_run_1d": lambda: per_run(1, tuple((extra or "").split(","))),
@@ -168,7 +225,8 @@ if __name__ == "__main__":
              "grid_1d": lambda: grid(1, extra),
              "grid_2d": lambda: grid(2, extra),
              "fidelity": lambda: fidelity(extra),
-             "efpa_equivalent": efpa_equivalent}
+             "efpa_equivalent": efpa_equivalent,
+             "efpa_dpbench": lambda: efpa_dpbench(extra)}
     if len(sys.argv) < 2 or sys.argv[1] not in cases:
         sys.exit(f"usage: bench_dpbench.py {{{'|'.join(cases)}}} [SKIP for per_run_*, OUT for grid_*]")
     cases[sys.argv[1]]()
