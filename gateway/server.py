@@ -295,6 +295,12 @@ class _UnixServer(_Server, socketserver.UnixStreamServer):
             os.umask(previous)
         os.chmod(self.server_address, 0o600)
 
+    def server_close(self) -> None:
+        """Close, and remove the socket file this server made (a stopped server leaves nothing in its folder)."""
+        super().server_close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.server_address)
+
 
 def make_server(gate: Gate, address: str, *, tls: ssl.SSLContext | None = None,
                 limits: ServerLimits = ServerLimits(), group: str | None = None) -> socketserver.BaseServer:

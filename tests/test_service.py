@@ -483,8 +483,13 @@ def test_a_live_socket_is_never_taken_over_but_a_stale_one_is_replaced(folder):
         with pytest.raises(ValueError, match="listening on"):
             make_server(None, f"unix:{path}")
         assert service.analyst("alice").send({"op": "budget"})["kind"] == "budget"
-    stale = make_server(None, f"unix:{path}")  # the first server is gone: its socket file is stale
-    stale.server_close()
+    assert not os.path.exists(path)  # a server that stops removes its socket file
+    with socket.socket(socket.AF_UNIX) as died:  # one that died leaves it: stale, nobody listening
+        died.bind(path)
+    replaced = make_server(None, f"unix:{path}")
+    assert stat.S_ISSOCK(os.lstat(path).st_mode)
+    replaced.server_close()
+    assert not os.path.exists(path)
 
 
 def test_a_client_waits_out_its_rate_instead_of_failing(folder):
