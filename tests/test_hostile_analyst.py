@@ -121,6 +121,61 @@ def test_a_transform_is_never_given_less_stability_than_its_exact_column_norm(re
         a.close()
 
 
+def _p_identity(n: int, theta: list[list[float]]) -> dict:
+    """HDMM's p-Identity factor as the client sends it (operators.normal_form): one dense leaf [I; Theta]."""
+    return dense(np.vstack([np.eye(n), np.array(theta, dtype=float)]))
+
+
+#: Kronecker blocks of dense leaves, the form the census release sends (p-Identity factors), at the float limits.
+P_IDENTITY_EXTREMES = {
+    "subnormal": (_p_identity(2, [[1e-308, 5e-324]]), _p_identity(3, [[1e-308, 1.0, 2.0**-1074]])),
+    "near_overflow": (_p_identity(2, [[1e154, -1e154]]), _p_identity(3, [[1e154, 1e154, -1e154]])),
+    "cancelling_columns": (_p_identity(2, [[1.0, -(1.0 - 2.0**-52)]]), _p_identity(3, [[1.0, -1.0, 1.0 - 2.0**-53]])),
+}
+
+
+@pytest.mark.parametrize("extreme", sorted(P_IDENTITY_EXTREMES))
+def test_a_kronecker_of_p_identity_leaves_at_the_float_limits_is_charged_for_what_floats_release(extreme, remote):
+    """A 2 x 3 domain measured through kron([I; Theta_1], [I; Theta_2]) with entries near 1e308, 1e-308 and
+    columns that cancel: neighbours are refused alike or answered within the charged sensitivity."""
+    matrix = sealed(*P_IDENTITY_EXTREMES[extreme])
+
+    def send(a):
+        return a.send({"op": "laplace", "source": a.vector(), "matrix": matrix, "epsilon": "1"})
+
+    assert_within_charged_sensitivity([5, 0, 3, 1, 2, 7], 2, send, PureDP(1), remote)
+
+
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_with_no_budget_left_a_census_shaped_measurement_is_refused_within_its_predicted_cost(noise, remote,
+                                                                                              monkeypatch):
+    """An analyst who has spent everything sends a Kronecker of two 264 x 256 p-Identity leaves on a 65,536-cell
+    vector (the census release's form): refused for the budget, never applied to the data, and the steps the kernel
+    took (the matrix, both of its column-sum passes: L1 for the rounding bound, L2 for Gaussian noise) are within
+    the build cost its model predicted from the spec. The model counted one pass at a third of its steps: 2.47
+    million steps taken (Laplace) against 2.34 million predicted."""
+    from ektelo_ng.kernel.limits import Work
+    from ektelo_ng.kernel.matrix import SealedMatrix
+    from ektelo_ng.kernel.matrix.spec import Stack
+
+    theta = np.random.default_rng(0).random((8, 256))
+    matrix = sealed(_p_identity(256, theta), _p_identity(256, theta))
+    budget, spend = (PureDP(1), {"epsilon": "1"}) if noise == "laplace" else (ZCDP(1), {"rho": "1"})
+    a = analyst(np.ones(1 << 16, dtype=np.int64), budget, remote=remote)
+    try:
+        vector = a.vector()
+        assert a.send({"op": noise, "source": vector, "matrix": sealed(identity(1 << 16)), **spend})["kind"] == "answer"
+        steps, step = [], Work.step
+        monkeypatch.setattr(Work, "step", lambda self, count: steps.append(int(count)) or step(self, count))
+        monkeypatch.setattr(SealedMatrix, "apply", lambda *args: pytest.fail("the data was read"))
+        reply = a.send({"op": noise, "source": vector, "matrix": matrix, **spend})
+        assert reply["kind"] == "error" and reply["error"] == "budget_exceeded", reply
+        predicted = SealedMatrix.cost(Stack.model_validate(matrix), Limits(), 1 << 16).build.steps
+        assert 0 < sum(steps) <= predicted + PLAN_STEPS, (sum(steps), predicted)
+    finally:
+        a.close()
+
+
 def test_a_kronecker_block_whose_partial_products_overflow_is_refused_not_released_as_infinity(remote):
     """2^499 2^499 2^25 times two records is past the largest float; 2^-499 2^-499 2^-25 brings the matrix back
     to 1. The block's values were bounded by the product of its entries (1), not of its partial products: one

@@ -59,10 +59,10 @@ def block_cost(block: s.Block, limits: Limits, vectors: int) -> tuple[int, int, 
             limits.cells("a ranges leaf's prefix sums", math.prod(n + 1 for n in factor.shape) * vectors)
     rows, cols = math.prod(f.rows for f in leaves), math.prod(f.cols for f in leaves)
     limits.cells("the block's rows", rows * vectors)
+    column_sums = sum(f.sums_steps for f in leaves) + 12 * cols  # one pass of Block._column_sums
     build = Cost(
         sum(f.build_steps for f in leaves)
-        + sum(f.sums_steps for f in leaves)
-        + 4 * cols
+        + 2 * column_sums  # two passes: L1 (every rounding bound) and L2 (Gaussian noise)
         + (len(leaves) + 1) * OBJECT_STEPS,
         sum(f.build_bytes for f in leaves) + 24 * cols,
     )
