@@ -205,23 +205,38 @@ def worst_approx(sources: Sources, request: p.WorstApprox, work: Work) -> Measur
 def split_points(sources: Sources, request: p.SplitPoints, work: Work) -> Measurement:
     vector = sources.get(request.source, Vector)
     _check(sources, "PHP's split scores", php.check(request.intervals, vector.values.size))
+    penalty = request.split_penalty
     by_length = {
-        length: exponential.selectable(request.epsilon, php.sensitivity(length, vector.bound))
+        length: exponential.selectable(request.epsilon, php.sensitivity(length, vector.bound, penalty))
         for length in {stop - start for start, stop in request.intervals}
     }
     sensitivities = [by_length[stop - start] for start, stop in request.intervals]
+    first = 1 if penalty is None else 0  # with a penalty, score 0 keeps the interval whole
 
     def scores(work: Work) -> list[np.ndarray]:  # disjoint intervals: parallel composition, one charge of eps
         work.step(OBJECT_STEPS * len(request.intervals))
-        return [php.scores(vector.values[a:b].astype(np.float64), work) for a, b in request.intervals]
+        return [php.scores(vector.values[a:b].astype(np.float64), work, penalty) for a, b in request.intervals]
 
-    def pick(exact: list[np.ndarray], noise: NoiseSource) -> list[int]:
-        return [
-            start + 1 + exponential.select(noise, s, request.epsilon, sensitivity)
-            for (start, _), s, sensitivity in zip(request.intervals, exact, sensitivities)
-        ]
+    def pick(exact: list[np.ndarray], noise: NoiseSource) -> list[int | None]:
+        picks = [exponential.select(noise, s, request.epsilon, d) + first for s, d in zip(exact, sensitivities)]
+        return [None if k == 0 else start + k for (start, _), k in zip(request.intervals, picks)]
 
     return _selection(sources, request, scores, pick)
+
+
+def choose_partition(sources: Sources, request: p.ChoosePartition, work: Work) -> Measurement:
+    vector = sources.get(request.source, Vector)
+    steps, cost = php.chain_check(request.cuts, vector.values.size)
+    _check(sources, "PHP's partition scores", cost)
+    sensitivity = exponential.selectable(
+        request.epsilon, php.chain_sensitivity(vector.values.size, vector.bound, request.penalty)
+    )
+    return _selection(
+        sources,
+        request,
+        lambda work: php.chain_scores(vector.values.astype(np.float64), steps, request.penalty, work),
+        lambda scores, noise: exponential.select(noise, scores, request.epsilon, sensitivity),
+    )
 
 
 def fourier_select(sources: Sources, request: p.FourierSelect, work: Work) -> Measurement:

@@ -177,10 +177,22 @@ class DyadicDeviations(_OnSource):
 
 
 class SplitPoints(_OnSource):
-    """PHP's bisection step: one private split point in each of several disjoint intervals [start, stop)."""
+    """PHP's bisection step: one private split point in each of several disjoint intervals [start, stop); with a
+    ``split_penalty`` b, an interval may also be kept whole (its score b - dev against a split's -(dev + dev))."""
 
     op: Literal["split_points"] = "split_points"
     intervals: list[tuple[NonNegativeInt, NonNegativeInt]] = Field(min_length=1, max_length=1 << 20, fail_fast=True)
+    epsilon: Epsilon
+    split_penalty: Annotated[float, Field(ge=0, le=2.0**500, allow_inf_nan=False)] | None = None
+
+
+class ChoosePartition(_OnSource):
+    """PHP's final choice: one partition of a public chain, by the exponential mechanism on -(sum of deviations +
+    ``penalty`` per interval). The chain starts with the whole vector; each step adds one cut, or (None) repeats."""
+
+    op: Literal["choose_partition"] = "choose_partition"
+    cuts: list[NonNegativeInt | None] = Field(min_length=1, max_length=1 << 13, fail_fast=True)
+    penalty: Annotated[float, Field(ge=0, le=2.0**500, allow_inf_nan=False)]
     epsilon: Epsilon
 
 
@@ -269,6 +281,7 @@ Request = Annotated[
         WorstApprox,
         DyadicDeviations,
         SplitPoints,
+        ChoosePartition,
         FourierSelect,
         StructureFirst,
         PrivBayesSelect,
@@ -334,7 +347,7 @@ class Selected(_Message):
 
 class Splits(_Message):
     kind: Literal["splits"] = "splits"
-    indices: list[int]
+    indices: list[int | None]
     charge: Accounted
     seeded: bool
 

@@ -178,6 +178,7 @@ OPERATIONS: dict[type, Callable[[Kernel, Any, Work], Any]] = {
     p.WorstApprox: _on_sources(m.worst_approx),
     p.DyadicDeviations: _on_sources(m.dyadic_deviations),
     p.SplitPoints: _on_sources(m.split_points),
+    p.ChoosePartition: _on_sources(m.choose_partition),
     p.FourierSelect: _on_sources(m.fourier_select),
     p.StructureFirst: _on_sources(m.structure_first_boundaries),
     p.PrivBayesSelect: _on_sources(m.privbayes_select),

@@ -298,11 +298,21 @@ class Handle:
         )
         return self._session.request(message).index
 
-    def split_points(self, intervals: Sequence[tuple[int, int]], epsilon: float | Fraction | str) -> list[int]:
+    def split_points(self, intervals: Sequence[tuple[int, int]], epsilon: float | Fraction | str, *,
+                     split_penalty: float | None = None) -> list[int | None]:
         """PHP's private bisection: a split point k (start < k < stop) in each sorted, disjoint interval,
-        chosen by the exponential mechanism favouring small deviation on both sides (docs/privacy/php.md)."""
-        message = p.SplitPoints(source=self.id, intervals=[tuple(i) for i in intervals], epsilon=epsilon)
+        chosen by the exponential mechanism favouring small deviation on both sides (docs/privacy/php.md). With a
+        ``split_penalty`` b an interval may also stay whole (None), as if a split cost b more deviation."""
+        message = p.SplitPoints(source=self.id, intervals=[tuple(i) for i in intervals], epsilon=epsilon,
+                                split_penalty=split_penalty)
         return self._session.request(message).indices
+
+    def choose_partition(self, cuts: Sequence[int | None], penalty: float, epsilon: float | Fraction | str) -> int:
+        """PHP's final private choice among a public chain of partitions: 0 for the whole vector, i for the one
+        after the first i ``cuts`` (a cut adds a boundary, None repeats the partition), favouring a small total
+        deviation plus ``penalty`` per interval (docs/privacy/php.md)."""
+        message = p.ChoosePartition(source=self.id, cuts=list(cuts), penalty=penalty, epsilon=epsilon)
+        return self._session.request(message).index
 
     def fourier_select(self, offsets: np.ndarray, epsilon: float | Fraction | str) -> int:
         """EFPA's private k: how many of the lowest real Fourier frequencies to keep, favouring a small

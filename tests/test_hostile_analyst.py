@@ -229,6 +229,10 @@ def _requests(x: str, root: str, epsilon: str) -> dict[str, dict]:
                          "estimate": array(np.full(16, 2.0**40))},
         "dyadic_deviations": {"op": "dyadic_deviations", "source": x, "epsilon": epsilon},
         "split_points": {"op": "split_points", "source": x, "epsilon": epsilon, "intervals": [[0, 8], [8, 16]]},
+        "split_points_kept_whole": {"op": "split_points", "source": x, "epsilon": epsilon, "intervals": [[0, 16]],
+                                    "split_penalty": 2.0**500},
+        "choose_partition": {"op": "choose_partition", "source": x, "epsilon": epsilon, "cuts": [8, None, 4, 12],
+                             "penalty": 2.0**500},
         "fourier_select": {"op": "fourier_select", "source": x, "epsilon": epsilon, "offsets": array(np.zeros(16))},
         "structure_first": {"op": "structure_first", "source": x, "epsilon": epsilon, "buckets": 3, "bound": 1e300},
         "privbayes_select": {"op": "privbayes_select", "source": root, "epsilon": epsilon, "candidates": [["a", []]]},
@@ -416,6 +420,57 @@ def test_split_points_on_many_intervals_are_refused_by_their_python_work(remote)
         intervals = [[2 * i, 2 * i + 2] for i in range(1 << 17)]
         refused_cheaply(a, {"op": "split_points", "source": a.vector(), "epsilon": "1", "intervals": intervals},
                         "limit", "work")
+    finally:
+        a.close()
+
+
+def test_a_chain_of_partitions_on_a_large_vector_is_refused_by_its_work(remote):
+    """A chain's scores cost each cut interval's length: 8,192 cuts that each split the largest interval of 2^18
+    cells (about 2^31 cells read) would take seconds; the kernel counts them from the public cuts and refuses the
+    request before anything else, charging nothing."""
+    a = spent_analyst(remote, counts=[1] * (1 << 18))
+    try:
+        cuts = list(range((1 << 18) - 1, (1 << 18) - 8193, -1))
+        refused_cheaply(a, {"op": "choose_partition", "source": a.vector(), "epsilon": "1", "cuts": cuts,
+                            "penalty": 1.0}, "limit", "work")
+    finally:
+        a.close()
+
+
+def test_with_no_budget_left_a_chain_of_partitions_reads_no_data(remote):
+    """The chain's cuts are checked and its cost counted from public facts; with the budget spent it is refused
+    before one deviation is computed: its work is the parse's, a small part of what the same request costs when
+    it is afforded."""
+    cuts = [int(c) for c in np.random.default_rng(3).permutation(np.arange(1, 1 << 14))[:4096]]
+    request = lambda a: {"op": "choose_partition", "source": a.vector(), "epsilon": "1", "cuts": cuts,  # noqa: E731
+                         "penalty": 20.0}
+    afforded = journaled([1] * (1 << 14), PureDP(10), remote=remote)
+    spent = spent_analyst(remote, counts=[1] * (1 << 14))
+    try:
+        assert afforded.send(request(afforded))["kind"] == "selected"
+        reply = spent.send(request(spent))
+        assert reply["kind"] == "error" and "budget" in reply["message"], reply
+        assert spent.journal[-1]["work"] * 20 < afforded.journal[-1]["work"], (spent.journal[-1], afforded.journal[-1])
+    finally:
+        afforded.close()
+        spent.close()
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"cuts": [-1]}, "greater than or equal to 0"), ({"cuts": [1.5]}, "integer"), ({"cuts": [10**30]}, "new cut"),
+    ({"cuts": []}, "at least 1"), ({"cuts": [1] + [None] * 8192}, "at most 8192"),
+    ({"penalty": -1.0}, "greater than or equal to 0"), ({"penalty": 2.0**501}, "less than or equal"),
+    ({"penalty": float("nan")}, "penalty"), ({"penalty": float("inf")}, "penalty"),
+    ({"penalty": "one"}, "penalty"), ({"epsilon": "-1"}, "epsilon"),
+])
+def test_malformed_chains_are_refused_and_charge_nothing(change, message, remote):
+    a = journaled([1] * 16, PureDP(1), remote=remote)
+    try:
+        before = a.spent()
+        reply = a.send({"op": "choose_partition", "source": a.vector(), "epsilon": "1", "cuts": [8, None, 4],
+                        "penalty": 1.0, **change})
+        assert reply["kind"] == "error" and message in reply["message"], reply
+        assert a.spent() == before
     finally:
         a.close()
 

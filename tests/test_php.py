@@ -20,7 +20,7 @@ from ektelo_ng.kernel.mechanisms.php import scores as _scores
 
 
 def split_scores(x, chunk=256):
-    return _scores(x, Work(), chunk)
+    return _scores(x, Work(), chunk=chunk)
 from ektelo_ng.operators.client import InvalidRequestError
 from ektelo_ng.plans.php import php
 
@@ -138,3 +138,144 @@ def test_php_bisects_int_log2_n_minus_1_times_as_dpbench_and_php_plus_ceil_log2_
         splits = [t for t in s.transcript() if t["op"] == "split_points"]
         assert len(splits) == rounds and {t["epsilon"] for t in splits} == {str(Fraction(1, 2 * rounds))}
         assert s.budget.spent == ek.PureDP(1)
+
+
+# ---- keeping an interval whole, and the final choice among a chain of partitions --------------------------------
+
+from ektelo_ng.kernel.mechanisms.php import chain_check, chain_scores, chain_sensitivity  # noqa: E402
+from ektelo_ng.kernel.mechanisms.php import sensitivity as split_sensitivity  # noqa: E402
+
+chains = vectors.flatmap(lambda v: st.tuples(
+    st.just(v),
+    st.lists(st.one_of(st.none(), st.integers(1, len(v) - 1)), min_size=1, max_size=2 * len(v)).map(
+        lambda cuts: [c for i, c in enumerate(cuts) if c is None or c not in cuts[:i]]),
+    st.sampled_from([0.0, 0.5, 20.0])))
+
+
+def partitions(n, cuts):
+    """The chain's partitions as lists of (start, stop), by brute force."""
+    made, out = {0, n}, []
+    for cut in [None] + list(cuts):
+        made |= {cut} if cut is not None else set()
+        edges = sorted(made)
+        out.append(list(zip(edges, edges[1:])))
+    return out
+
+
+def brute_chain_scores(x, cuts, penalty):
+    return [-(sum(deviation(x[a:b]) for a, b in p) + penalty * len(p)) for p in partitions(x.size, cuts)]
+
+
+def kernel_chain_scores(x, cuts, penalty):
+    steps, _ = chain_check(list(cuts), x.size)
+    return chain_scores(x.astype(float), steps, penalty, Work())
+
+
+@settings(max_examples=80, deadline=None)
+@given(chains)
+def test_chain_scores_and_their_sensitivity_by_brute_force(chain):
+    values, cuts, penalty = chain
+    x = np.array(values, dtype=float)
+    scores = kernel_chain_scores(x, cuts, penalty)
+    np.testing.assert_allclose(scores, brute_chain_scores(x, cuts, penalty), atol=1e-9)
+    worst = max(np.abs(kernel_chain_scores(y, cuts, penalty) - scores).max() for y in neighbours(x))
+    assert worst <= SPLIT_SENSITIVITY + 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains, st.sampled_from([0.1, 1.0, 3.0]))
+def test_the_chain_choice_loses_at_most_epsilon_over_all_neighbours(chain, epsilon):
+    values, cuts, penalty = chain
+    x = np.array(values, dtype=float)
+
+    def law(v):
+        return softmax(epsilon * kernel_chain_scores(v, cuts, penalty) / (2 * SPLIT_SENSITIVITY))
+
+    assert max(np.abs(np.log(law(x)) - np.log(law(y))).max() for y in neighbours(x)) <= epsilon + 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(vectors, st.sampled_from([0.0, 1.0, 30.0]))
+def test_keeping_an_interval_whole_scores_the_penalty_less_its_deviation(values, penalty):
+    """DPBench's PHP weighs -dev(C) against -(dev(left) + dev(right) + b); adding b to both is the same law."""
+    x = np.array(values, dtype=float)
+    scores = _scores(x, Work(), penalty)
+    expected = [penalty - deviation(x)] + [-(deviation(x[:k]) + deviation(x[k:])) for k in range(1, x.size)]
+    np.testing.assert_allclose(scores, expected, atol=1e-9)
+    worst = max(np.abs(_scores(y, Work(), penalty) - scores).max() for y in neighbours(x))
+    assert worst <= SPLIT_SENSITIVITY + 1e-9
+
+
+def test_counts_near_2_to_the_53_move_the_scores_by_more_than_2_and_within_the_charged_sensitivity():
+    """Counts near 2^53 round their means and deviations: neighbours' float scores move by more than the nominal 2
+    (the test's power), never by more than the sensitivity the kernel derives from the public bound."""
+    bound = 2.0**53 - 1
+    rng = np.random.default_rng(7)
+    moved = []
+    for _ in range(40):
+        n = int(rng.integers(8, 33))
+        x = np.zeros(n)
+        cells = rng.choice(n, int(rng.integers(2, n)), replace=False)
+        x[cells] = np.floor(rng.dirichlet(np.ones(cells.size)) * (bound - 2))
+        cuts = [int(c) for c in rng.permutation(np.arange(1, n))[: n // 2]]
+        chain, split = kernel_chain_scores(x, cuts, 3.0), _scores(x, Work(), 3.0)
+        for y in neighbours(x):
+            if y.sum() <= bound:
+                moved.append(np.abs(kernel_chain_scores(y, cuts, 3.0) - chain).max())
+                assert moved[-1] <= chain_sensitivity(n, bound, 3.0)
+                assert np.abs(_scores(y, Work(), 3.0) - split).max() <= split_sensitivity(n, bound, 3.0)
+    assert max(moved) > SPLIT_SENSITIVITY
+
+
+def test_a_large_penalty_rounds_the_scores_it_joins_and_the_sensitivity_covers_it():
+    """With a public penalty b = 2^60 the floats near b are 128 or 256 apart, so a deviation of 128 against 129
+    (x = [128, 0] against [129, 0]) rounds b + dev, or b - dev, to values up to 256 apart: past the bounds without
+    the penalty's term (the test's power), within the kernel's."""
+    penalty, bound = 2.0**60, 1024.0
+    chain_moves, split_moves = [], []
+    for a in range(100, 400):
+        x, y = np.array([a, 0.0]), np.array([a + 1, 0.0])
+        chain_moves.append(np.abs(kernel_chain_scores(y, [1], penalty) - kernel_chain_scores(x, [1], penalty)).max())
+        split_moves.append(np.abs(_scores(y, Work(), penalty) - _scores(x, Work(), penalty)).max())
+    assert chain_sensitivity(2, bound, 0.0) < max(chain_moves) <= chain_sensitivity(2, bound, penalty)
+    assert split_sensitivity(2, bound) < max(split_moves) <= split_sensitivity(2, bound, penalty)
+
+
+def test_the_kernel_chooses_a_partition_with_the_stated_law_and_charges_epsilon():
+    x = np.array([3, 3, 0, 0, 0, 8, 8, 8, 1])
+    cuts, penalty = [5, None, 2, 8, 1], 1.5
+    s = _session(x, ek.PureDP(10_000), seed=5)
+    v = s.source.vectorize()
+    runs = 4000
+    picks = np.array([v.choose_partition(cuts, penalty, 1) for _ in range(runs)])
+    assert s.budget.spent == ek.PureDP(runs)
+    counts = np.bincount(picks, minlength=len(cuts) + 1)
+    scores = kernel_chain_scores(x, cuts, penalty)
+    assert stats.chisquare(counts, runs * softmax(scores / (2 * SPLIT_SENSITIVITY))).pvalue > 1e-6
+    assert stats.chisquare(counts, runs * softmax(scores / 2)).pvalue < 1e-6  # without the factor 2
+    z = _session(x, ek.ZCDP(1))
+    z.source.vectorize().choose_partition(cuts, penalty, 1)
+    assert z.budget.spent == ek.ZCDP("1/8")
+
+
+def test_the_kernel_keeps_intervals_whole_with_the_stated_law():
+    x = np.array([3, 3, 0, 0, 0, 8, 8, 8, 1])
+    s = _session(x, ek.PureDP(10_000), seed=6)
+    v = s.source.vectorize()
+    runs = 3000
+    picks = [v.split_points([(0, 9)], 1, split_penalty=4.0)[0] for _ in range(runs)]
+    assert s.budget.spent == ek.PureDP(runs)
+    counts = np.bincount([0 if k is None else k for k in picks], minlength=9)
+    expected = softmax(_scores(x.astype(float), Work(), 4.0) / (2 * SPLIT_SENSITIVITY))
+    assert stats.chisquare(counts, runs * expected).pvalue > 1e-6
+    assert counts[0] > 0  # kept whole: a score of b - dev(x) = 4 - 26.9 against splits of -9.6 and below
+    without_penalty = softmax(np.r_[-deviation(x), split_scores(x.astype(float))] / (2 * SPLIT_SENSITIVITY))
+    assert stats.chisquare(counts, runs * without_penalty).pvalue < 1e-6  # the penalty is applied
+
+
+@pytest.mark.parametrize("cuts", [[0], [9], [3, 3], [3, None, 5, 3]])
+def test_chains_with_cuts_outside_or_repeated_are_refused_and_nothing_is_spent(cuts):
+    s = _session(np.ones(9, int), ek.PureDP(1))
+    with pytest.raises(InvalidRequestError, match="is not a new cut inside the 9 cells"):
+        s.source.vectorize().choose_partition(cuts, 1.0, 1)
+    assert s.budget.spent == ek.PureDP.zero()
