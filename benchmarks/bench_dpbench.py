@@ -4,7 +4,7 @@
     python benchmarks/bench_dpbench.py per_run_2d [SKIP]  # every 2-D plan but SKIP (comma-separated), 256 x 256
     python benchmarks/bench_dpbench.py grid_1d [OUT]     # 18 datasets x all 1-D plans x 1e3..1e7 x 5 trials
     python benchmarks/bench_dpbench.py grid_2d [OUT]     # 10 datasets x all 2-D plans x 1e3, 1e5, 1e7 x 1 trial
-    python benchmarks/bench_dpbench.py fidelity [OUT]    # error relative to Identity: 5 datasets, 2 domains, 10 trials
+    python benchmarks/bench_dpbench.py fidelity [OUT [ALGS]]  # relative to Identity, and equal to DPBench's engines
     python benchmarks/bench_dpbench.py efpa_equivalent   # EFPA at the budget DPBench's EFPA arithmetic amounts to
     python benchmarks/bench_dpbench.py efpa_dpbench [ORIGINAL]  # DPBench's (non-private) EFPA arithmetic vs its code
 
@@ -106,13 +106,27 @@ FIDELITY_DATASETS = ("ADULT", "HEPTH", "INCOME", "MEDCOST", "NETTRACE")
 PUBLISHED: dict[tuple[str, str, int], float] = {}
 
 
-def fidelity(out: str | None) -> None:
-    """Each 1-D algorithm's error relative to Identity per domain and scale, as the original engines were run."""
+#: DPBench's own engines (dpcomp_core, run in a scratch copy outside this repository) on the replay's samples:
+#: one file per algorithm, one JSON line per setting (n, scale, dataset) with the raw L2 errors ||W (x - x_hat)||_2
+#: on Prefix of 10 trials at epsilon 0.1, each run seeded from ``Setting.noise_seed`` (docs/dpbench.md).
+ORIGINALS = Path(__file__).parent / "results" / "dpbench_original"
+
+
+def originals(folder: Path = ORIGINALS) -> dict[tuple[str, int, int, str], list[float]]:
+    """The original engines' errors by (algorithm, n, scale, dataset)."""
+    return {(r["algorithm"], r["n"], r["scale"], r["dataset"]): r["errors"]
+            for path in sorted(folder.glob("*.jsonl")) for r in map(json.loads, path.read_text().splitlines())}
+
+
+def fidelity(out: str | None, only: str | None = None) -> None:
+    """Each 1-D algorithm's error relative to Identity per domain and scale, as the original engines were run; and,
+    for each algorithm whose original engine's errors are in ORIGINALS, the settings equal to it
+    (``same_as_original``). ``only``: comma-separated algorithms to run (default: all 1-D plans)."""
     data_dir = _data_dir()
     if data_dir is None:
         print(json.dumps({"name": "fidelity", "skipped": "the DPBench files are not at ../shared/dpbench"}))
         return
-    algorithms = tuple(a for a, entry in info.items() if 1 in entry.dimensions)
+    algorithms = tuple(a for a, entry in info.items() if 1 in entry.dimensions and (not only or a in only.split(",")))
     grid = Grid(algorithms, FIDELITY_DATASETS, SCALES, (256, 4096), ("0.1",), 10, public_scale=True)
     folder = Path(out) if out else Path(tempfile.mkdtemp(prefix="dpbench-fidelity-"))
     start = time.perf_counter()
@@ -127,6 +141,29 @@ def fidelity(out: str | None) -> None:
             "relative_to_identity": {str(s): ratios.get(s) for s in SCALES},
             "published": {str(s): PUBLISHED.get((algorithm, domain, s)) for s in SCALES},
         }), flush=True)
+    theirs, ours = originals(), {}
+    for row in rows:  # DPBench's scaled L2 back to the raw norm: times the n Prefix queries and the N records
+        key = (row["algorithm"], int(row["domain"]), int(row["scale"]), row["dataset"])
+        ours.setdefault(key, []).append(float(row["L2"]) * key[1] * key[2])
+    equal_in_all = settings_in_all = 0
+    for algorithm in algorithms:
+        keys = sorted(k for k in ours if k[0] == algorithm and k in theirs)
+        if not keys:
+            continue
+        verdicts = {k: same_as_original(ours[k], theirs[k]) for k in keys}
+        equal = sum(v[0] for v in verdicts.values())
+        if algorithm != "EFPA":  # DPBench's EFPA is not private: its variant is compared by efpa_dpbench
+            equal_in_all, settings_in_all = equal_in_all + equal, settings_in_all + len(keys)
+        print(json.dumps({
+            "name": f"fidelity_to_original/{algorithm}", "seconds": round(seconds, 1), "equal": equal,
+            "settings": len(keys), "share": round(equal / len(keys), 3),
+            "ratio_range": [round(min(v[1] for v in verdicts.values()), 3), round(max(v[1] for v in verdicts.values()), 3)],
+            "unequal": [{"n": k[1], "scale": k[2], "dataset": k[3], "ratio": round(v[1], 3), "t": round(v[2], 2)}
+                        for k, v in verdicts.items() if not v[0]],
+        }), flush=True)
+    if settings_in_all:
+        print(json.dumps({"name": "fidelity_to_original", "equal": equal_in_all, "settings": settings_in_all,
+                          "share": round(equal_in_all / settings_in_all, 3)}), flush=True)
 
 
 def efpa_equivalent(trials: int = 4) -> None:
@@ -224,7 +261,7 @@ if __name__ == "__main__":
              "per_run_2d": lambda: per_run(2, tuple((extra or "").split(","))),
              "grid_1d": lambda: grid(1, extra),
              "grid_2d": lambda: grid(2, extra),
-             "fidelity": lambda: fidelity(extra),
+             "fidelity": lambda: fidelity(extra, sys.argv[3] if len(sys.argv) > 3 else None),
              "efpa_equivalent": efpa_equivalent,
              "efpa_dpbench": lambda: efpa_dpbench(extra)}
     if len(sys.argv) < 2 or sys.argv[1] not in cases:

@@ -99,7 +99,7 @@ info: dict[str, PlanInfo] = {
     ),
     "PHP": PlanInfo(
         php.php, (1,), True, defaults={"selection_share": 0.5, "depth": None},
-        summary="private recursive bisection into uniform intervals, one noisy count each",
+        summary="private recursive bisection, a private choice among its partitions, one noisy count an interval",
     ),
     "PHP+": PlanInfo(
         php.php_plus, (1,), True, defaults={"selection_share": 0.5},

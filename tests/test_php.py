@@ -110,34 +110,97 @@ def test_php_spends_its_budget_and_finds_the_steps():
         php(low.source, Prefix(x.size), ek.PureDP("0.1"), depth=math.ceil(math.log2(x.size)) + 1)
 
 
-def test_php_stops_splitting_beyond_2001_intervals_left_to_right_as_dpbench(monkeypatch):
-    import ektelo_ng.plans.php as module
-
-    x = np.arange(4096)  # a ramp: at this budget the splits are close to the middle, as the scores favour
+def test_php_stops_splitting_beyond_2000_intervals_in_dpbenchs_order():
+    x = np.arange(4096)  # a ramp: at this budget every cluster is split, near its middle
     s = _session(x, ek.PureDP(4000))
-    estimate = php(s.source, Prefix(x.size), ek.PureDP(4000))  # 11 rounds: 1,024 intervals after 10, then 977 splits
+    estimate = php(s.source, Prefix(x.size), ek.PureDP(4000))  # 11 levels: 1,024 clusters after 10, then 977 splits
     splits = [t for t in s.transcript() if t["op"] == "split_points"]
     assert len(splits) == 11 and s.budget.spent == ek.PureDP(4000)
-    assert splits[-1]["intervals"] == {"length": 977}  # the transcript abbreviates long lists
+    assert splits[-1]["intervals"] == {"length": 1024}  # the whole level is decided, for one charge
+    (choice,) = [t for t in s.transcript() if t["op"] == "choose_partition"]
+    assert choice["cuts"] == {"length": 2000}
     (measured,) = estimate.measurements
-    assert measured.matrix.shape[0] == 2001
-    monkeypatch.setattr(module, "MAX_INTERVALS", 6)  # the same rule on a size whose requests the transcript shows
-    s = _session(np.arange(64), ek.PureDP(4000))
-    php(s.source, Prefix(64), ek.PureDP(4000), depth=3)
-    rounds = [t["intervals"] for t in s.transcript() if t["op"] == "split_points"]
-    assert rounds == [[[0, 64]], [[0, 32], [32, 64]], [[0, 16], [16, 32]]]
+    assert measured.matrix.shape[0] == 2001  # the finest partition, at this budget
 
 
-def test_php_bisects_int_log2_n_minus_1_times_as_dpbench_and_php_plus_ceil_log2_n_over_2():
+class ScriptedVector:
+    """A stand-in for a vector handle whose split decisions come from a rule, to replay DPBench's queue."""
+
+    def __init__(self, size, rule):
+        self.size, self.rule, self.requests = size, rule, []
+
+    def split_points(self, intervals, epsilon, split_penalty=None):
+        self.requests.append(list(intervals))
+        return [self.rule(a, b) for a, b in intervals]
+
+
+def dpbench_queue(n, rule, max_depth, max_clusters=2000):
+    """DPBench's Clustering.topDown, written from its description: a list of clusters, each with its level and a
+    ready flag; the first cluster not ready is decided; a split replaces it by its two halves at the end of the list
+    (ready if of one cell or of level max_depth); a decision appends the partition to the chain, a kept cluster only
+    while some cluster is not ready. (It stops once every cluster is ready: DPBench would decide the last one again.)"""
+    clusters, chain = [[0, n, 1, False]], []
+    while len(clusters) < n and len(clusters) <= max_clusters:
+        pending = [c for c in clusters if not c[3]]
+        if not pending:
+            break
+        cluster = pending[0]
+        cut = rule(cluster[0], cluster[1])
+        if cut is None:
+            cluster[3] = True
+            if any(not c[3] for c in clusters):
+                chain.append(None)
+            continue
+        clusters.remove(cluster)
+        for a, b in ((cluster[0], cut), (cut, cluster[1])):
+            clusters.append([a, b, cluster[2] + 1, b - a == 1 or cluster[2] + 1 == max_depth])
+        chain.append(cut)
+    return chain
+
+
+@pytest.mark.parametrize("n, keep, max_clusters", [(64, 0.0, 2000), (64, 0.3, 2000), (300, 0.5, 2000),
+                                                  (256, 0.2, 40), (4096, 0.1, 2000), (16, 0.0, 2000)])
+def test_php_decides_clusters_level_by_level_in_the_order_dpbench_does(n, keep, max_clusters, monkeypatch):
+    import ektelo_ng.plans.php as module
+
+    monkeypatch.setattr(module, "MAX_INTERVALS", max_clusters + 1)
+    rng = np.random.default_rng(n)
+    decided = {}
+
+    def rule(a, b):  # a fixed random decision per interval: kept whole with probability ``keep``
+        if (a, b) not in decided:
+            decided[a, b] = None if rng.random() < keep else int(rng.integers(a + 1, b))
+        return decided[a, b]
+
+    max_depth = int(math.log2(n))
+    vector = ScriptedVector(n, rule)
+    chain, levels = module.dpbench_chain(vector, Fraction(1), max_depth - 1, 1.0)
+    assert chain == dpbench_queue(n, rule, max_depth, max_clusters)
+    assert levels == len(vector.requests) <= max_depth - 1
+
+
+def test_php_spends_its_levels_final_choice_and_counts_as_dpbench_and_php_plus_its_rounds():
     from ektelo_ng.plans.php import php_plus
 
-    x = np.repeat(np.arange(100) % 7, 3)
-    for plan, rounds in ((php, 7), (php_plus, 5)):  # 300 cells: int(log2 300) - 1 = 7, ceil(8.23 / 2) = 5
-        s = _session(x, ek.PureDP(1))
-        plan(s.source, Prefix(x.size), ek.PureDP(1))
-        splits = [t for t in s.transcript() if t["op"] == "split_points"]
-        assert len(splits) == rounds and {t["epsilon"] for t in splits} == {str(Fraction(1, 2 * rounds))}
-        assert s.budget.spent == ek.PureDP(1)
+    x = np.repeat(np.arange(100) % 7, 3) * 50
+    s = _session(x, ek.PureDP(1))
+    php(s.source, Prefix(x.size), ek.PureDP(1))  # 300 cells: int(log2 300) = 8 levels, 7 of them split
+    splits = [t for t in s.transcript() if t["op"] == "split_points"]
+    assert 1 <= len(splits) <= 7 and {t["epsilon"] for t in splits} == {"1/32"}  # eps / 2 / (2 * 8)
+    assert [t["epsilon"] for t in s.transcript() if t["op"] == "choose_partition"] == ["1/4"]
+    assert s.budget.spent == ek.PureDP(1)  # the counts take the rest: 1/2 and the levels not paid for
+    s = _session(x, ek.PureDP(1))
+    php_plus(s.source, Prefix(x.size), ek.PureDP(1))
+    splits = [t for t in s.transcript() if t["op"] == "split_points"]
+    assert len(splits) == 5 and {t["epsilon"] for t in splits} == {"1/10"}  # ceil(8.23 / 2) = 5
+    assert s.budget.spent == ek.PureDP(1)
+
+
+def test_php_clips_interval_means_at_zero_and_says_why_it_has_no_error_bars():
+    x = np.r_[np.zeros(60, int), np.full(4, 3)]
+    s = _session(x, ek.PureDP("0.05"), seed=2)
+    estimate = php(s.source, Prefix(x.size), ek.PureDP("0.05"))
+    assert np.all(np.asarray(estimate) >= 0) and "clipped at 0" in estimate.note
 
 
 # ---- keeping an interval whole, and the final choice among a chain of partitions --------------------------------
