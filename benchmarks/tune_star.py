@@ -1,5 +1,10 @@
 """Tune MWEM*'s rounds T and AHP*'s (rho, eta) as functions of the signal strength eps * N.
 
+The plans use DPBench's own tuned tables by default (``plans.mwem.MWEM_STAR_ROUNDS``,
+``plans.ahp.AHP_STAR_PARAMETERS``), so that MWEM* and AHP* replay DPBench; this script tunes a table
+of one's own, to pass as ``table=``. The plans read any table as DPBench reads its own, by linear
+interpolation between the rows' signals.
+
 Training data: the built-in synthetic 1-D shapes (``ektelo_ng.dpbench.synthetic``), never the
 DPBench files the plans are later compared on. For every shape, signal eps * N, and seed, the
 script samples N = signal / eps records (``dpbench.data.sample``), coarsens them to the domain
@@ -13,8 +18,7 @@ on the Prefix workload, scoring each run by DPBench's scaled L2 error
 mean of the error over shapes and seeds (so no single shape's error scale dominates), except
 that the previous signal's choice is kept while it is within KEEP (2%) of the best: smaller
 differences are within the seeds' noise and would only make the table zig-zag. Tables list
-(lowest signal, value): a tuned signal s owns the signals from s / sqrt(10) up to the next
-row's start, the smallest tuned signal owns everything below.
+(signal, value) rows from signal 0.
 
 Prints one JSON object per case (plan, shape, signal, seed, parameter, L2), then one JSON object
 per plan with the per-signal scores and the chosen table.

@@ -8,7 +8,7 @@ for the (1 - selection_share) * eps that will measure the groups. The vector red
 measured with (1 - selection_share) * eps; least squares through the reduction's lineage returns the
 minimum-norm solution, which is exactly AHP's uniform expansion within each group.
 
-``ahp_star`` is DPBench's AHP*: selection_share and eta read from a tuned table of the signal strength
+``ahp_star`` is DPBench's AHP*: selection_share and eta read from DPBench's tuned table of the signal strength
 eps * N (``AHP_STAR_PARAMETERS``). AHP itself does not need N; AHP* takes it as ``records``, or
 spends ``total_share`` of the budget on a noisy total (kept as one more measurement).
 """
@@ -50,17 +50,17 @@ def _ahp(vector: Handle, workload: Matrix, epsilon: Fraction, selection_share: f
     return solved([*known, measured], vector.size, workload, chosen="the clusters", reused=known)
 
 
-#: AHP*'s (selection_share, eta) by signal strength eps * N (eps: the whole budget; N: the public record
-#: count, or the noisy total): rows (lowest signal, (selection_share, eta)), signals increasing from 0.
-#: Chosen by benchmarks/tune_star.py (defaults: the four synthetic 1-D shapes, n = 256, Prefix,
-#: eps = 0.1, 8 seeds, selection_share in {0.25, 0.5, 0.75, 0.85, 0.95} x eta in {0.1, 0.35, 0.7, 1, 2}; never
-#: the DPBench files), rerun when ahp_cluster took the paper's err* cut rule: geometric-mean scaled L2 error
-#: of the best pair (runner-up) at eps * N = 1e1: (0.25, 2) 0.0130 ((0.25, 1) 0.0130); 1e2: (0.5, 0.35)
-#: 0.00936 ((0.5, 0.1) 0.00982); 1e3: (0.75, 0.7) 0.00162 ((0.5, 0.35) 0.00171); 1e4: (0.5, 0.35)
-#: 0.000141 ((0.5, 0.1) 0.000143); 1e5: (0.5, 0.35) 1.28e-05 ((0.5, 0.1) 1.32e-05).
-AHP_STAR_PARAMETERS: tuple[tuple[float, tuple[float, float]], ...] = (
-    (0.0, (0.25, 2.0)), (31.6, (0.5, 0.35)), (316.2, (0.75, 0.7)), (3162.3, (0.5, 0.35)),
-)
+#: AHP*'s (selection_share, eta) by signal strength eps * N (eps: the whole budget; N: the public record count, or
+#: the noisy total), for 1-D and 2-D domains: DPBench's tuned tables (its ahpND_adaptive_engine, 'DEFALUT1D' and
+#: 'DEFALUT2D'), rows (signal, (selection_share, eta)), read as DPBench reads them (linear interpolation).
+AHP_STAR_PARAMETERS: dict[int, tuple[tuple[float, tuple[float, float]], ...]] = {
+    1: ((0, (0.7, 0.2)), (50, (0.7, 0.2)), (100, (0.7, 0.1)), (500, (0.9, 0.2)), (1e3, (0.9, 0.1)),
+        (1e4, (0.8, 0.1)), (5e5, (0.7, 0.3)), (1e6, (0.5, 0.1)), (5e6, (0.5, 0.2)), (1e7, (0.3, 0.1)),
+        (1e8, (0.3, 0.3)), (1e20, (0.3, 0.3))),
+    2: ((0, (0.9, 0.5)), (500, (0.9, 0.5)), (1e3, (0.9, 0.1)), (5e3, (0.9, 0.1)), (1e4, (0.9, 0.1)),
+        (1e5, (0.9, 0.3)), (5e5, (0.9, 0.7)), (1e6, (0.7, 0.1)), (5e6, (0.5, 0.1)), (1e7, (0.7, 0.9)),
+        (1e8, (0.5, 0.1)), (1e20, (0.5, 0.1))),
+}
 
 
 def _check_share_eta(value) -> None:
@@ -76,11 +76,12 @@ def _check_share_eta(value) -> None:
 
 def ahp_star(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
              records: float | None = None, total_share: float | Fraction | str = 0.05,
-             table: Sequence[tuple[float, tuple[float, float]]] = AHP_STAR_PARAMETERS) -> VectorEstimate:
+             table: Sequence[tuple[float, tuple[float, float]]] | None = None) -> VectorEstimate:
     """AHP*: AHP with (selection_share, eta) = ``by_signal(table, eps * N)``, N public (``records``) or the noisy
-    total bought with ``total_share`` of the budget; AHP runs on the rest."""
-    rows = signal_table(table, "table", _check_share_eta)
-    vector, _ = measure.data_vector(source, shape)
+    total bought with ``total_share`` of the budget; AHP runs on the rest. ``table`` defaults to DPBench's for the
+    domain's dimensions (``AHP_STAR_PARAMETERS``)."""
+    vector, dims = measure.data_vector(source, shape)
+    rows = signal_table(AHP_STAR_PARAMETERS[min(len(dims), 2)] if table is None else table, "table", _check_share_eta)
     epsilon = epsilon_of(budget)
     count = records_or_noisy_total(vector, epsilon, records, total_share)
     share, eta = by_signal(rows, float(epsilon) * count.value)

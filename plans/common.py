@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from ..operators.budget import share
 from ..operators.client import Handle
 from ..operators.matrix import Matrix
@@ -85,5 +87,10 @@ def signal_table(table: Sequence[tuple[float, Any]], name: str, check: Callable[
 
 
 def by_signal(rows: tuple, signal: float):
-    """The value of the last row of a checked ``signal_table`` whose lowest signal is <= ``signal``."""
-    return [value for low, value in rows if low <= signal][-1]
+    """A checked ``signal_table``'s value at ``signal`` as DPBench reads its tuned tables (``numpy.interp``): linear
+    between the two rows around it, the last row's beyond it; a value that is a tuple, component by component."""
+    lows = [low for low, _ in rows]
+    values = np.array([value for _, value in rows], dtype=float)
+    if values.ndim == 1:
+        return float(np.interp(signal, lows, values))
+    return tuple(float(np.interp(signal, lows, column)) for column in values.T)

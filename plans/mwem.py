@@ -11,7 +11,7 @@ Laplace noise; then the estimate is inferred again from every measurement so far
   that the selected query does not touch (ektelo's H2 augmentation; 1-D only).
 - ``mwem_c``: non-negative least squares with the total, instead of multiplicative weights.
 - ``mwem_d``: both.
-- ``mwem_star``: DPBench's MWEM*, MWEM with the number of rounds T read from a tuned table of the
+- ``mwem_star``: DPBench's MWEM*, MWEM with the number of rounds T read from DPBench's tuned table of the
   signal strength eps * N (``MWEM_STAR_ROUNDS``), instead of a fixed T.
 
 The record count N is public in MWEM's paper (it sets the uniform start and the scale of the
@@ -160,25 +160,28 @@ def mwem_d(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[
 
 # ---- MWEM*: rounds from the signal strength eps * N ------------------------------------------
 
-#: MWEM*'s number of rounds T by signal strength eps * N (eps: the whole budget; N: the public
-#: record count, or the noisy total): rows (lowest signal, T), signals increasing from 0.
-#: Chosen by benchmarks/tune_star.py (defaults: the four synthetic 1-D shapes, n = 256, Prefix,
-#: eps = 0.1, 8 seeds, T in 1..64; never the DPBench files): geometric-mean scaled L2 error of the
-#: best T (runner-up) at eps * N = 1e1: T=1 0.0109 (T=2 0.0137); 1e2: T=2 0.00392 (T=1 0.00412);
-#: 1e3: T=8 0.00142 (T=16 0.00171); 1e4: T=16 0.000400 (T=32 0.000407); 1e5: T=64 0.000105
-#: (T=32 0.000117). A tuned signal s owns [s / sqrt(10), next row).
-MWEM_STAR_ROUNDS: tuple[tuple[float, int], ...] = ((0.0, 1), (31.6, 2), (316.2, 8), (3162.3, 16), (31622.8, 64))
+#: MWEM*'s number of rounds T by signal strength eps * N (eps: the whole budget; N: the public record count, or
+#: the noisy total), for 1-D and 2-D domains: DPBench's tuned tables (its mwemND_adaptive_engine, 'DEFALUT1D' and
+#: 'DEFALUT2D'), rows (signal, T), read as DPBench reads them: T = int(linear interpolation between the rows).
+MWEM_STAR_ROUNDS: dict[int, tuple[tuple[float, int], ...]] = {
+    1: ((0, 2), (1, 2), (10, 2), (100, 4), (1e3, 8), (1e4, 12), (1e5, 60), (1e6, 80), (1e7, 140), (1e8, 140),
+        (1e9, 140), (1e20, 140)),
+    2: ((0, 12), (500, 12), (1e3, 12), (5e3, 32), (1e4, 32), (1e5, 60), (5e5, 120), (1e6, 140), (5e6, 140),
+        (1e7, 140), (1e8, 140), (1e20, 140)),
+}
 
 
 def mwem_star(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
               records: float | None = None, total_share: float | Fraction | str = 0.05,
-              table: Sequence[tuple[float, int]] = MWEM_STAR_ROUNDS) -> MWEMEstimate:
-    """MWEM*: MWEM with T = ``by_signal(table, eps * N)`` rounds, N public (``records``) or the noisy
-    total bought with ``total_share`` of the budget (DPBench)."""
-    rows = signal_table(table, "table", _positive_rounds)
+              table: Sequence[tuple[float, int]] | None = None) -> MWEMEstimate:
+    """MWEM*: MWEM with T = int(``by_signal(table, eps * N)``) rounds, N public (``records``) or the noisy
+    total bought with ``total_share`` of the budget (DPBench); ``table`` defaults to DPBench's for the domain's
+    dimensions (``MWEM_STAR_ROUNDS``)."""
+    dims = len(shape) if shape is not None else len(source.domain.sizes) if source.kind == "table" else 1
+    rows = signal_table(MWEM_STAR_ROUNDS[min(dims, 2)] if table is None else table, "table", _positive_rounds)
     epsilon = float(epsilon_of(budget))
 
     def rounds(records: float) -> int:
-        return by_signal(rows, epsilon * records)
+        return int(by_signal(rows, epsilon * records))
 
     return mwem(source, workload, budget, shape=shape, rounds=rounds, records=records, total_share=total_share)

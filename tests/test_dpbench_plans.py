@@ -345,22 +345,32 @@ def mwem_star_rounds(counts, epsilon, **params):
     return len(ops(session, "worst_approx"))
 
 
-@pytest.mark.parametrize("low, rounds", mwem.MWEM_STAR_ROUNDS)
-def test_mwem_star_runs_the_rounds_its_table_gives_for_a_public_records(low, rounds):
+@pytest.mark.parametrize("dims", [1, 2])
+def test_mwem_star_reads_dpbench_tables_by_linear_interpolation(dims):
+    rows = mwem.MWEM_STAR_ROUNDS[dims]
+    for (low, rounds), (high, after) in zip(rows, rows[1:]):
+        assert mwem.by_signal(rows, low) == rounds
+        assert mwem.by_signal(rows, (low + high) / 2) == (rounds + after) / 2
+    assert mwem.by_signal(rows, 1e30) == rows[-1][1]
+
+
+def test_mwem_star_runs_the_rounds_dpbench_would_for_a_public_records():
     counts = skewed_counts((64,), 500)  # 64 prefix queries: MWEM measures each at most once
-    signal = max(low * 1.01, 1.0)  # inside this row (rows are at least a factor sqrt(10) apart)
-    assert mwem.by_signal(mwem.MWEM_STAR_ROUNDS, signal) == rounds
-    assert mwem_star_rounds(counts, Fraction(signal / 500), records=500) == rounds
+    # signal 0.2 * 500 = 100: T = 4; 0.1 * 500 = 50: int(2 + 2 * 40 / 90) = 2; 2 * 500 = 1000: T = 8
+    for epsilon, rounds in ((Fraction(1, 5), 4), (Fraction(1, 10), 2), (Fraction(2), 8)):
+        assert mwem_star_rounds(counts, epsilon, records=500) == rounds
+    assert mwem_star_rounds(counts.reshape(8, 8), 1, records=500, shape=(8, 8)) == 12  # the 2-D table
 
 
-def test_mwem_star_rows_start_at_their_signal_and_a_noisy_total_picks_the_row():
+def test_mwem_star_interpolates_its_table_and_a_noisy_total_picks_the_rounds():
     counts = skewed_counts((16,), 2000)
     table = ((0, 1), (200, 2), (2000, 3), (20000, 4))
     assert mwem_star_rounds(counts, 1, records=2000, table=table) == 3  # signal exactly 2000
-    assert mwem_star_rounds(counts, 1, records=1999, table=table) == 2
+    assert mwem_star_rounds(counts, 1, records=1999, table=table) == 2  # int(2.9994)
+    assert mwem_star_rounds(counts, 1, records=11000, table=table) == 3  # int(3.5)
     # noisy total with eps 1/20: noise scale 20, so eps * total lies far inside [200, 20000)
     assert mwem_star_rounds(counts, 1, table=table, total_share="1/20") in (2, 3)
-    assert mwem_star_rounds(counts, 1, table=((0, 2), (3000, 5))) == 2
+    assert mwem_star_rounds(counts, 1, table=((0, 2), (3000, 5))) in (3, 4)  # int(2 + 3 * (2000 +- noise) / 3000)
 
 
 def test_run_takes_the_rounds_from_the_record_count():
@@ -405,12 +415,12 @@ def test_ahp_star_takes_rho_from_its_table_and_runs_on_what_the_total_leaves():
     counts = skewed_counts((32,), 1000)
     table = ((0, (0.5, 0.35)), (400, (0.75, 1.0)))
     assert ahp_star_partition_epsilon(counts, 1, records=1000, table=table) == Fraction(3, 4)
-    assert ahp_star_partition_epsilon(counts, Fraction(1, 5), records=1000, table=table) == Fraction(1, 10)
+    assert ahp_star_partition_epsilon(counts, Fraction(1, 5), records=1000, table=table) == Fraction(1, 8)  # 0.625
     # noisy total with 1/10 of eps = 1: signal ~ 1000 picks rho 0.75 of the remaining 9/10
     assert ahp_star_partition_epsilon(counts, 1, total_share="1/10", table=table) == Fraction(27, 40)
-    low, (rho, _) = ahp.AHP_STAR_PARAMETERS[-1]
-    epsilon = Fraction(max(low * 2, 1.0)) / 1000
-    assert ahp_star_partition_epsilon(counts, epsilon, records=1000) == ek.PureDP(rho).epsilon * epsilon
+    # DPBench's 1-D table: signal 0.1 * 1000 = 100 gives rho 0.7; 1 * 1000 = 1000 gives 0.9
+    assert ahp_star_partition_epsilon(counts, Fraction(1, 10), records=1000) == Fraction(7, 100)
+    assert ahp_star_partition_epsilon(counts, 1, records=1000) == Fraction(9, 10)
 
 
 @pytest.mark.parametrize("table, message", [
