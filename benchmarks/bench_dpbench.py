@@ -157,6 +157,7 @@ def fidelity(out: str | None, only: str | None = None) -> None:
         print(json.dumps({
             "name": f"fidelity_to_original/{algorithm}", "seconds": round(seconds, 1), "equal": equal,
             "settings": len(keys), "share": round(equal / len(keys), 3),
+            "geometric_mean_ratio": round(float(np.exp(np.mean([np.log(v[1]) for v in verdicts.values()]))), 3),
             "ratio_range": [round(min(v[1] for v in verdicts.values()), 3), round(max(v[1] for v in verdicts.values()), 3)],
             "unequal": [{"n": k[1], "scale": k[2], "dataset": k[3], "ratio": round(v[1], 3), "t": round(v[2], 2)}
                         for k, v in verdicts.items() if not v[0]],

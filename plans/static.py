@@ -27,7 +27,7 @@ SELECTORS: dict[str, Select] = {
     "Uniform": lambda dims, W: classic.total(dims),
     "Privelet": lambda dims, W: classic.privelet(dims),
     "H2": lambda dims, W: classic.h2(dims),
-    "HB": lambda dims, W: classic.hb(dims),
+    "HB": lambda dims, W: classic.hb(dims, root=len(dims) == 1),  # DPBench's 1-D HB measures the root
     "GreedyH": lambda dims, W: memo.remember("greedy_h", W, (), lambda: classic.greedy_h(W)),
     "QuadTree": lambda dims, W: classic.quadtree(dims),
 }
@@ -63,7 +63,8 @@ def h2(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int]
 
 
 def hb(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None) -> VectorEstimate:
-    """HB: the hierarchy with the branching that minimizes error."""
+    """HB: the hierarchy with the branching that minimizes error; in 1-D with its root, eps / height a level, as
+    DPBench's HB engine (without the root its error was 0.88 of the engine's over the 30 fidelity settings)."""
     return measured(source, workload, budget, shape, SELECTORS["HB"])
 
 

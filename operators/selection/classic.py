@@ -104,18 +104,19 @@ def hb_branching(size: int) -> tuple[int, int]:
     return b, h
 
 
-def _hb_tree(n: int, branching: int) -> Matrix:
-    return Identity(n) if branching >= n else Hierarchical(n, branching, include_root=False)
+def _hb_tree(n: int, branching: int, root: bool = False) -> Matrix:
+    return Identity(n) if branching >= n else Hierarchical(n, branching, include_root=root)
 
 
-def hb(shape: Shape) -> LinearStrategy:
-    """HB: a b-ary tree without its root (leaves = identity), b from ``hb_branching``.
+def hb(shape: Shape, *, root: bool = False) -> LinearStrategy:
+    """HB: a b-ary tree without its root (leaves = identity), b from ``hb_branching``, as HDMM's tables measure
+    it; ``root=True`` measures the root too, as DPBench's HB engine does in 1-D.
 
     In d-D, b is chosen for the whole domain size and used in every dimension (Kronecker).
     """
     dims = shape_sizes(shape)
     branching, _ = hb_branching(math.prod(dims))
-    return LinearStrategy(_per_dimension(dims, lambda n: _hb_tree(n, branching)), name="HB")
+    return LinearStrategy(_per_dimension(dims, lambda n: _hb_tree(n, branching, root)), name="HB")
 
 
 def privelet(shape: Shape) -> LinearStrategy:
