@@ -49,10 +49,17 @@ def dawa_measurement(vector: Handle, workload: Matrix, epsilon: Fraction,
     return measure.laplace(groups, greedy_h(partition.reduce(workload)).matrix, measure_epsilon)
 
 
+#: DPBench's DAWA engines spend this share of eps on the partition: 1-D (dawa_engine) and 2-D (dawa2D_engine).
+SELECTION_SHARE = {1: Fraction(1, 2), 2: Fraction(1, 4)}
+
+
 def dawa(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,
-         selection_share: float | Fraction | str = 0.25) -> VectorEstimate:
-    """DAWA in 1-D, or in 2-D on a square power-of-two grid through the Hilbert ordering."""
+         selection_share: float | Fraction | str | None = None) -> VectorEstimate:
+    """DAWA in 1-D, or in 2-D on a square power-of-two grid through the Hilbert ordering; ``selection_share``
+    defaults to DPBench's (``SELECTION_SHARE``: a half in 1-D, a quarter in 2-D)."""
     vector, dims = measure.data_vector(source, shape)
+    if selection_share is None:
+        selection_share = SELECTION_SHARE.get(len(dims), SELECTION_SHARE[1])
     answered = workload
     if len(dims) == 2:
         if dims[0] != dims[1]:

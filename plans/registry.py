@@ -94,7 +94,7 @@ info: dict[str, PlanInfo] = {
         summary="DPCube from a full-resolution noisy histogram, least squares over cells and boxes (ours)",
     ),
     "DAWA": PlanInfo(
-        dawa.dawa, (1, 2), True, defaults={"selection_share": 0.25},
+        dawa.dawa, (1, 2), True, defaults={"selection_share": None},
         summary="private dyadic partition into uniform blocks, GreedyH on the blocks (2-D: Hilbert order)",
     ),
     "PHP": PlanInfo(
