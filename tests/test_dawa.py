@@ -192,7 +192,11 @@ def test_dawa_in_2d_through_the_hilbert_order_and_dawa_striped():
         s = _session(x, ek.PureDP(500))
         estimate = plan(s.source, W, ek.PureDP(500))
         assert s.budget.spent == ek.PureDP(500)  # DAWA-Striped: parallel composition over the stripes
-        assert np.abs(estimate - x.ravel()).max() < 1.0
+        if plan is dawa:  # truncated toward zero as DPBench's 2-D engine: integers, each within 1 of its count
+            assert np.array_equal(estimate.x, np.trunc(estimate.x)) and "int32" in estimate.note
+            assert np.abs(estimate - x.ravel()).max() <= 1.0
+        else:
+            assert np.abs(estimate - x.ravel()).max() < 1.0
     rectangle = _session(np.ones((4, 8), int), ek.PureDP(1))
     with pytest.raises(ValueError, match="square grid"):
         dawa(rectangle.source, Kronecker([Prefix(4), Prefix(8)]), ek.PureDP(1))
