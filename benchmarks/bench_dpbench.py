@@ -26,6 +26,7 @@ ratio where its figures can be read; null where they cannot).
 from __future__ import annotations
 
 import json
+import math
 import sys
 import tempfile
 import time
@@ -35,6 +36,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ektelo_ng.dpbench import data, plots, report
+from ektelo_ng.dpbench.workloads import RANDOM_RANGE_QUERIES
 from ektelo_ng.dpbench.grid import Grid, Setting
 from ektelo_ng.dpbench.runner import run_grid, run_setting
 from ektelo_ng.plans import info
@@ -107,33 +109,45 @@ PUBLISHED: dict[tuple[str, str, int], float] = {}
 
 
 #: DPBench's own engines (dpcomp_core, run in a scratch copy outside this repository) on the replay's samples:
-#: one file per algorithm, one JSON line per setting (n, scale, dataset) with the raw L2 errors ||W (x - x_hat)||_2
-#: on Prefix of 10 trials at epsilon 0.1, each run seeded from ``Setting.noise_seed`` (docs/dpbench.md).
+#: one file per algorithm (1-D; 2-D under 2d/), one JSON line per setting (n or shape, scale, dataset) with the raw
+#: L2 errors ||W (x - x_hat)||_2 of 10 trials at epsilon 0.1 on the replay's workload (Prefix; 2,000 random boxes),
+#: each run seeded from ``Setting.noise_seed`` (docs/dpbench.md).
 ORIGINALS = Path(__file__).parent / "results" / "dpbench_original"
+FIDELITY_DATASETS_2D = ("ADULT-2D", "GOWALLA")
 
 
-def originals(folder: Path = ORIGINALS) -> dict[tuple[str, int, int, str], list[float]]:
-    """The original engines' errors by (algorithm, n, scale, dataset)."""
-    return {(r["algorithm"], r["n"], r["scale"], r["dataset"]): r["errors"]
-            for path in sorted(folder.glob("*.jsonl")) for r in map(json.loads, path.read_text().splitlines())}
+def originals(folder: Path = ORIGINALS) -> dict[tuple[str, str, int, str], list[float]]:
+    """The original engines' errors by (algorithm, domain text such as "256" or "128x128", scale, dataset)."""
+    out = {}
+    for path in sorted(folder.rglob("*.jsonl")):
+        for r in map(json.loads, path.read_text().splitlines()):
+            domain = str(r["n"]) if "n" in r else "x".join(map(str, r["shape"]))
+            out[r["algorithm"], domain, r["scale"], r["dataset"]] = r["errors"]
+    return out
 
 
 def fidelity(out: str | None, only: str | None = None) -> None:
     """Each 1-D algorithm's error relative to Identity per domain and scale, as the original engines were run; and,
     for each algorithm whose original engine's errors are in ORIGINALS, the settings equal to it
-    (``same_as_original``). ``only``: comma-separated algorithms to run (default: all 1-D plans)."""
+    (``same_as_original``), 1-D and 2-D (128 x 128, ADULT-2D and GOWALLA). ``only``: comma-separated algorithms to
+    run (default: every plan with an original engine's errors)."""
     data_dir = _data_dir()
     if data_dir is None:
         print(json.dumps({"name": "fidelity", "skipped": "the DPBench files are not at ../shared/dpbench"}))
         return
-    algorithms = tuple(a for a, entry in info.items() if 1 in entry.dimensions and (not only or a in only.split(",")))
-    grid = Grid(algorithms, FIDELITY_DATASETS, SCALES, (256, 4096), ("0.1",), 10, public_scale=True)
+    theirs = originals()
+    wanted = set(only.split(",")) if only else {key[0] for key in theirs}
     folder = Path(out) if out else Path(tempfile.mkdtemp(prefix="dpbench-fidelity-"))
     start = time.perf_counter()
-    rows = run_grid(grid, folder, data_dir, progress=False)
+    rows = []
+    for dims, datasets, domains in ((1, FIDELITY_DATASETS, (256, 4096)), (2, FIDELITY_DATASETS_2D, ((128, 128),))):
+        algorithms = tuple(a for a, entry in info.items() if dims in entry.dimensions and a in wanted)
+        if algorithms:
+            grid = Grid(algorithms, datasets, SCALES, domains, ("0.1",), 10, public_scale=True)
+            rows += run_grid(grid, folder / f"{dims}d", data_dir, progress=False)
     seconds = time.perf_counter() - start
     table: dict[tuple[str, str], dict] = {}
-    for standing in report.standings(report.cells(rows)):
+    for standing in report.standings(report.cells([r for r in rows if "x" not in r["domain"]])):
         table.setdefault((standing.algorithm, standing.domain), {})[standing.scale] = standing.relative_to_identity
     for (algorithm, domain), ratios in sorted(table.items()):
         print(json.dumps({
@@ -141,12 +155,13 @@ def fidelity(out: str | None, only: str | None = None) -> None:
             "relative_to_identity": {str(s): ratios.get(s) for s in SCALES},
             "published": {str(s): PUBLISHED.get((algorithm, domain, s)) for s in SCALES},
         }), flush=True)
-    theirs, ours = originals(), {}
-    for row in rows:  # DPBench's scaled L2 back to the raw norm: times the n Prefix queries and the N records
-        key = (row["algorithm"], int(row["domain"]), int(row["scale"]), row["dataset"])
-        ours.setdefault(key, []).append(float(row["L2"]) * key[1] * key[2])
+    ours: dict[tuple[str, str, int, str], list[float]] = {}
+    for row in rows:  # DPBench's scaled L2 back to the raw norm: times the number of queries and the N records
+        key = (row["algorithm"], row["domain"], int(row["scale"]), row["dataset"])
+        queries = math.prod(map(int, row["domain"].split("x"))) if row["workload"] == "Prefix" else RANDOM_RANGE_QUERIES
+        ours.setdefault(key, []).append(float(row["L2"]) * queries * key[2])
     equal_in_all = settings_in_all = 0
-    for algorithm in algorithms:
+    for algorithm in sorted({key[0] for key in ours}):
         keys = sorted(k for k in ours if k[0] == algorithm and k in theirs)
         if not keys:
             continue
@@ -159,7 +174,8 @@ def fidelity(out: str | None, only: str | None = None) -> None:
             "settings": len(keys), "share": round(equal / len(keys), 3),
             "geometric_mean_ratio": round(float(np.exp(np.mean([np.log(v[1]) for v in verdicts.values()]))), 3),
             "ratio_range": [round(min(v[1] for v in verdicts.values()), 3), round(max(v[1] for v in verdicts.values()), 3)],
-            "unequal": [{"n": k[1], "scale": k[2], "dataset": k[3], "ratio": round(v[1], 3), "t": round(v[2], 2)}
+            "seconds_summed": round(sum(float(r["seconds"]) for r in rows if r["algorithm"] == algorithm), 1),
+            "unequal": [{"domain": k[1], "scale": k[2], "dataset": k[3], "ratio": round(v[1], 3), "t": round(v[2], 2)}
                         for k, v in verdicts.items() if not v[0]],
         }), flush=True)
     if settings_in_all:
