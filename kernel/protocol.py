@@ -176,14 +176,18 @@ class DyadicDeviations(_OnSource):
     epsilon: Epsilon
 
 
+Penalty = Annotated[float, Field(ge=0, le=2.0**500, allow_inf_nan=False, strict=True)]
+"""PHP's public cost of an interval: a number (not a bool or a string), 0 to 2^500."""
+
+
 class SplitPoints(_OnSource):
     """PHP's bisection step: one private split point in each of several disjoint intervals [start, stop); with a
     ``split_penalty`` b, an interval may also be kept whole (its score b - dev against a split's -(dev + dev))."""
 
     op: Literal["split_points"] = "split_points"
-    intervals: list[tuple[NonNegativeInt, NonNegativeInt]] = Field(min_length=1, max_length=1 << 20, fail_fast=True)
+    intervals: list[tuple[NonNegativeInt, NonNegativeInt]] = Field(min_length=1, max_length=1 << 13, fail_fast=True)
     epsilon: Epsilon
-    split_penalty: Annotated[float, Field(ge=0, le=2.0**500, allow_inf_nan=False)] | None = None
+    split_penalty: Penalty | None = None
 
 
 class ChoosePartition(_OnSource):
@@ -191,8 +195,10 @@ class ChoosePartition(_OnSource):
     ``penalty`` per interval). The chain starts with the whole vector; each step adds one cut, or (None) repeats."""
 
     op: Literal["choose_partition"] = "choose_partition"
-    cuts: list[NonNegativeInt | None] = Field(min_length=1, max_length=1 << 13, fail_fast=True)
-    penalty: Annotated[float, Field(ge=0, le=2.0**500, allow_inf_nan=False)]
+    cuts: list[Annotated[int, Field(ge=0, strict=True)] | None] = Field(
+        min_length=1, max_length=1 << 13, fail_fast=True
+    )
+    penalty: Penalty
     epsilon: Epsilon
 
 

@@ -414,12 +414,20 @@ def test_histograms_of_every_subset_of_twelve_attributes_are_refused_by_their_sc
 
 def test_split_points_on_many_intervals_are_refused_by_their_python_work(remote):
     """PHP's scores and draws take about 77 us an interval of two cells, whatever its length; the model counted 16
-    steps for it: 2^20 intervals took 17.7 s before an exhausted budget was looked at (red team, F5)."""
+    steps for it: 2^20 intervals took 17.7 s before an exhausted budget was looked at (red team, F5). Counted
+    since; and since the PHP red team, a request of more than 8,192 intervals (the most a vetted plan sends: a
+    level of PHP on 8,192 cells) is refused as it is parsed: 2^20 of them had cost 2 s of parsing and checks
+    before the refusal."""
     a = spent_analyst(remote, counts=[1] * (1 << 18))
     try:
         intervals = [[2 * i, 2 * i + 2] for i in range(1 << 17)]
         refused_cheaply(a, {"op": "split_points", "source": a.vector(), "epsilon": "1", "intervals": intervals},
-                        "limit", "work")
+                        "at most 8192")
+        a.journal.clear()
+        most = [[2 * i, 2 * i + 2] for i in range(1 << 13)]
+        reply = a.send({"op": "split_points", "source": a.vector(), "epsilon": "1", "intervals": most})
+        assert reply["kind"] == "error" and "budget" in reply["message"], reply
+        assert a.journal[-1]["work"] <= 1 << 22
     finally:
         a.close()
 
@@ -462,6 +470,8 @@ def test_with_no_budget_left_a_chain_of_partitions_reads_no_data(remote):
     ({"penalty": -1.0}, "greater than or equal to 0"), ({"penalty": 2.0**501}, "less than or equal"),
     ({"penalty": float("nan")}, "penalty"), ({"penalty": float("inf")}, "penalty"),
     ({"penalty": "one"}, "penalty"), ({"epsilon": "-1"}, "epsilon"),
+    ({"cuts": [True]}, "valid integer"), ({"cuts": ["3"]}, "valid integer"), ({"penalty": True}, "valid number"),
+    ({"penalty": "1"}, "valid number"),
 ])
 def test_malformed_chains_are_refused_and_charge_nothing(change, message, remote):
     a = journaled([1] * 16, PureDP(1), remote=remote)
@@ -471,6 +481,18 @@ def test_malformed_chains_are_refused_and_charge_nothing(change, message, remote
                         "penalty": 1.0, **change})
         assert reply["kind"] == "error" and message in reply["message"], reply
         assert a.spent() == before
+    finally:
+        a.close()
+
+
+def test_a_boolean_split_penalty_is_refused_not_read_as_zero(remote):
+    """The protocol coerced false to 0.0, which turned on keeping intervals whole (PHP red team, F3)."""
+    a = journaled([1] * 16, PureDP(1), remote=remote)
+    try:
+        reply = a.send({"op": "split_points", "source": a.vector(), "epsilon": "1", "intervals": [[0, 16]],
+                        "split_penalty": False})
+        assert reply["kind"] == "error" and "split_penalty" in reply["message"], reply
+        assert Fraction(a.spent()["epsilon"]) == 0
     finally:
         a.close()
 
