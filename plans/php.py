@@ -19,7 +19,7 @@ interval, uniform expansion.
 
 DPBench leaves one level's share unspent (its clusters of the last level are never split); here that share, and
 the shares of levels the process never reaches, go to the counts so that the plan spends exactly eps (at
-eps = 0.1, 3-6% less noise on the counts). DPBench's queue can go on splitting below max_depth once every cluster
+n = 256 to 4,096, 4-6% less noise on the counts). DPBench's queue can go on splitting below max_depth once every cluster
 is decided (it then splits the last cluster it holds again, spending past its budget); that is not reproduced.
 
 ``php_plus`` (catalog "PHP+", ours) bisects every interval of ceil(log2 n / 2) rounds with the whole selection
@@ -30,7 +30,7 @@ budget per round, better at small scales and worse at large ones.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
