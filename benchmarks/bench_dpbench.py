@@ -7,6 +7,7 @@
     python benchmarks/bench_dpbench.py fidelity [OUT [ALGS]]  # relative to Identity, and equal to DPBench's engines
     python benchmarks/bench_dpbench.py efpa_equivalent   # EFPA at the budget DPBench's EFPA arithmetic amounts to
     python benchmarks/bench_dpbench.py efpa_dpbench [ORIGINAL]  # DPBench's (non-private) EFPA arithmetic vs its code
+    python benchmarks/bench_dpbench.py sf_dpbench        # DPBench's (non-private) StructureFirst trees vs its code
 
 One JSON object per case (per algorithm for the per-run cases). The per-run cases use the DPBench files
 (HEPTH, GOWALLA) from ../shared/dpbench when present, else the built-in SYN-STEPS / SYN-CLUSTERS-2D;
@@ -234,18 +235,16 @@ def same_as_original(ours: list[float], original: list[float]) -> tuple[bool, fl
     return (0.67 <= ratio <= 1.5 and abs(t) < 3) or abs(ratio - 1) <= 0.10, ratio, t
 
 
-def efpa_dpbench(original: str | None) -> None:
-    """DPBench's EFPA arithmetic (``ektelo_ng.dpbench.nonprivate``: NOT private) on the replay's samples against
-    DPBench's own code on the same samples, setting by setting; and both relative to Identity at epsilon 0.1."""
+def nonprivate_dpbench(name: str, variant, originals: dict[tuple[int, int, str], list[float]]) -> None:
+    """A NON-private reproduction of a DPBench engine's arithmetic (``ektelo_ng.dpbench.nonprivate``) on the replay's
+    samples against that engine's own errors on the same samples, setting by setting; and both relative to Identity
+    at epsilon 0.1. ``variant(x, epsilon, rng)`` returns the estimate."""
     data_dir = _data_dir()
     if data_dir is None:
-        print(json.dumps({"name": "efpa_dpbench", "skipped": "the DPBench files are not at ../shared/dpbench"}))
+        print(json.dumps({"name": name, "skipped": "the DPBench files are not at ../shared/dpbench"}))
         return
-    from ektelo_ng.dpbench.nonprivate import efpa_dpbench_calibration
     from ektelo_ng.dpbench.runner import sample_of
 
-    theirs = {(r["n"], r["scale"], r["dataset"]): r["errors"]
-              for r in map(json.loads, Path(original or EFPA_ORIGINAL).read_text().splitlines())}  # fmt: skip
     equal = 0
     for n in (256, 4096):
         noise = np.random.default_rng(n).laplace(0, 10, (1000, n))  # Identity at eps = 0.1: its mean Prefix error
@@ -257,19 +256,38 @@ def efpa_dpbench(original: str | None) -> None:
                 for trial in range(10):
                     setting = Setting(dataset, scale, (n,), trial, "Prefix", 0)
                     x = sample_of(setting, data_dir).ravel().astype(np.float64)
-                    rng = np.random.default_rng(setting.noise_seed("EFPA-dpbench", "0.1"))
-                    ours.append(float(np.linalg.norm(np.cumsum(x - efpa_dpbench_calibration(x, 0.1, rng)))))
-                same, ratio, t = same_as_original(ours, theirs[n, scale, dataset])
+                    rng = np.random.default_rng(setting.noise_seed(name, "0.1"))
+                    ours.append(float(np.linalg.norm(np.cumsum(x - variant(x, 0.1, rng)))))
+                same, ratio, t = same_as_original(ours, originals[n, scale, dataset])
                 equal += same
                 verdicts[dataset] = {"equal": same, "ratio": round(ratio, 3), "t": round(t, 2)}
                 ours_ratio.append(np.mean(ours) / identity)
-                their_ratio.append(np.mean(theirs[n, scale, dataset]) / identity)
+                their_ratio.append(np.mean(originals[n, scale, dataset]) / identity)
             print(json.dumps({
-                "name": f"efpa_dpbench/{n}/{scale}", "seconds": round(time.perf_counter() - start, 1),
+                "name": f"{name}/{n}/{scale}", "seconds": round(time.perf_counter() - start, 1),
                 "relative_to_identity": float(np.exp(np.mean(np.log(ours_ratio)))),
                 "dpbench_code_relative_to_identity": float(np.exp(np.mean(np.log(their_ratio)))),
                 "settings": verdicts}), flush=True)
-    print(json.dumps({"name": "efpa_dpbench/equal", "equal": equal, "settings": 2 * len(SCALES) * 5}), flush=True)
+    print(json.dumps({"name": f"{name}/equal", "equal": equal, "settings": 2 * len(SCALES) * 5}), flush=True)
+
+
+def efpa_dpbench(original: str | None) -> None:
+    """DPBench's EFPA arithmetic (not private: its calibration) against DPBench's EFPA code."""
+    from ektelo_ng.dpbench.nonprivate import efpa_dpbench_calibration
+
+    theirs = {(r["n"], r["scale"], r["dataset"]): r["errors"]
+              for r in map(json.loads, Path(original or EFPA_ORIGINAL).read_text().splitlines())}  # fmt: skip
+    nonprivate_dpbench("EFPA-dpbench", efpa_dpbench_calibration, theirs)
+
+
+def sf_dpbench() -> None:
+    """DPBench's StructureFirst arithmetic (not private: the authors' trees leave inner nodes unnoised) against the
+    authors' code as DPBench ran it (ORIGINALS/SF.jsonl)."""
+    from ektelo_ng.dpbench.nonprivate import sf_dpbench_trees
+
+    theirs = {(int(d), scale, dataset): errors for (a, d, scale, dataset), errors in originals().items()
+              if a == "SF"}  # fmt: skip
+    nonprivate_dpbench("SF-dpbench", sf_dpbench_trees, theirs)
 
 
 if __name__ == "__main__":
@@ -280,7 +298,8 @@ if __name__ == "__main__":
              "grid_2d": lambda: grid(2, extra),
              "fidelity": lambda: fidelity(extra, sys.argv[3] if len(sys.argv) > 3 else None),
              "efpa_equivalent": efpa_equivalent,
-             "efpa_dpbench": lambda: efpa_dpbench(extra)}
+             "efpa_dpbench": lambda: efpa_dpbench(extra),
+             "sf_dpbench": sf_dpbench}
     if len(sys.argv) < 2 or sys.argv[1] not in cases:
         sys.exit(f"usage: bench_dpbench.py {{{'|'.join(cases)}}} [SKIP for per_run_*, OUT for grid_*]")
     cases[sys.argv[1]]()
