@@ -211,7 +211,7 @@ def split_points(sources: Sources, request: p.SplitPoints, work: Work) -> Measur
         for length in {stop - start for start, stop in request.intervals}
     }
     sensitivities = [by_length[stop - start] for start, stop in request.intervals]
-    first = 1 if penalty is None else 0  # with a penalty, score 0 keeps the interval whole
+    first = 1 if penalty is None else 0  # with a penalty, index 0 keeps the interval whole (released as None)
 
     def scores(work: Work) -> list[np.ndarray]:  # disjoint intervals: parallel composition, one charge of eps
         work.step(OBJECT_STEPS * len(request.intervals))
