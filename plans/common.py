@@ -39,6 +39,14 @@ def solved(measurements: Sequence[Measurement], size: int, workload: Matrix | No
                           chosen=chosen, reused=bool(reused))
 
 
+def post_processed(measurements: Sequence[Measurement], size: int, workload: Matrix | None,
+                   step: Callable[[np.ndarray], np.ndarray], *, chosen: str, note: str) -> VectorEstimate:
+    """The least-squares estimate after a non-linear ``step`` that a DPBench engine takes (clipping, truncation):
+    not least squares any more, so without error bars; ``note`` says which step."""
+    x = step(least_squares(measurements, size=size))
+    return VectorEstimate(x, measurements, workload=workload, error_bars=False, note=note, chosen=chosen)
+
+
 def split_budget(epsilon: Fraction, part: float | Fraction | str, name: str) -> tuple[Fraction, Fraction]:
     """(part * epsilon, (1 - part) * epsilon), exactly; ``part`` is a share, strictly between 0 and 1."""
     fraction = share(part, name)

@@ -31,7 +31,7 @@ from ..operators.linalg import explicit_sparse
 from ..operators.partition import Partition, dawa_partition, hilbert_order, stripe
 from ..operators.selection.classic import EXPLICIT_NONZEROS, greedy_h
 from ..operators.budget import Budget, epsilon_of
-from .common import solved, split_budget
+from .common import post_processed, solved, split_budget
 
 
 def _permutation(order: np.ndarray) -> Sparse:
@@ -71,12 +71,11 @@ def dawa(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[in
     elif len(dims) != 1:
         raise ValueError(f"DAWA supports 1-D and 2-D domains, got {len(dims)} dimensions")
     measured = dawa_measurement(vector, workload, epsilon_of(budget), selection_share)
-    estimate = solved([measured], vector.size, answered, chosen="the partition")
     if len(dims) == 1:
-        return estimate
-    return VectorEstimate(np.trunc(estimate.x), [measured], workload=answered, error_bars=False, chosen="the partition",
-                          note="truncated toward zero, as DPBench's 2-D DAWA stores its estimate in an int32 array: not "
-                               "least squares, so no error bars")
+        return solved([measured], vector.size, answered, chosen="the partition")
+    return post_processed([measured], vector.size, answered, np.trunc, chosen="the partition",
+                          note="truncated toward zero, as DPBench's 2-D DAWA stores its estimate in an int32 array: "
+                               "not least squares, so no error bars")
 
 
 def dawa_striped(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,

@@ -177,11 +177,11 @@ def mwem_star(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequen
     """MWEM*: MWEM with T = int(``by_signal(table, eps * N)``) rounds, N public (``records``) or the noisy
     total bought with ``total_share`` of the budget (DPBench); ``table`` defaults to DPBench's for the domain's
     dimensions (``MWEM_STAR_ROUNDS``)."""
-    dims = len(shape) if shape is not None else len(source.domain.sizes) if source.kind == "table" else 1
-    rows = signal_table(MWEM_STAR_ROUNDS[min(dims, 2)] if table is None else table, "table", _positive_rounds)
+    vector, dims = measure.data_vector(source, shape)
+    rows = signal_table(MWEM_STAR_ROUNDS[min(len(dims), 2)] if table is None else table, "table", _positive_rounds)
     epsilon = float(epsilon_of(budget))
 
     def rounds(records: float) -> int:
         return int(by_signal(rows, epsilon * records))
 
-    return mwem(source, workload, budget, shape=shape, rounds=rounds, records=records, total_share=total_share)
+    return mwem(vector, workload, budget, shape=dims, rounds=rounds, records=records, total_share=total_share)

@@ -40,7 +40,7 @@ from ..operators import measure
 from ..operators.client import Handle
 from ..operators.estimate import VectorEstimate
 from ..operators.budget import Budget, epsilon_of
-from .common import solved, split_budget
+from .common import post_processed, solved, split_budget
 
 
 #: DPBench's PHP stops splitting once it holds more than max_cl_num = 2,000 intervals.
@@ -94,10 +94,9 @@ def php(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int
     cuts = sorted({0, vector.size} | {cut for cut in chain[:chosen] if cut is not None})
     groups = vector.reduce_by_partition(np.repeat(np.arange(len(cuts) - 1), np.diff(cuts)))
     measured = measure.laplace(groups, Identity(groups.size), epsilon - spent)  # eps_count and what DPBench leaves
-    means = np.asarray(solved([measured], vector.size, None))
-    return VectorEstimate(np.maximum(means, 0.0), [measured], workload=workload, error_bars=False,
-                          note="each interval's noisy mean clipped at 0, as DPBench's PHP: not least squares, "
-                               "so no error bars (PHP+ keeps them)", chosen="the intervals")
+    return post_processed([measured], vector.size, workload, lambda means: np.maximum(means, 0.0),
+                          chosen="the intervals", note="each interval's noisy mean clipped at 0, as DPBench's PHP: "
+                          "not least squares, so no error bars (PHP+ keeps them)")
 
 
 def php_plus(source: Handle, workload: Matrix, budget: Budget, *, shape: Sequence[int] | None = None,

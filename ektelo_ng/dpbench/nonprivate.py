@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from ektelo_ng.plans.structure_first import BOUND_OVER_MEAN, BUCKETS_PER_CELL, structure_epsilon
+
 
 def _candidates(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The FFT coefficients, and for each candidate (keep the first j + 1 coefficients): how many real values it
@@ -64,8 +66,6 @@ def sf_dpbench_trees(x: np.ndarray, epsilon: float, rng: np.random.Generator) ->
     the authors' exponential mechanism amounts to at DPBench's eps / 20 and clipping bound: their engine's error is
     the same on flat, stepped and real counts under the same seeds), then each bucket measured by the authors'
     tree (``authors_tree``) with the rest of the budget."""
-    from ektelo_ng.plans.structure_first import BOUND_OVER_MEAN, BUCKETS_PER_CELL, structure_epsilon
-
     x = np.asarray(x, dtype=np.float64).ravel()
     n, buckets = x.size, math.ceil(BUCKETS_PER_CELL * x.size)
     structure = structure_epsilon(n, buckets, epsilon, BOUND_OVER_MEAN * x.sum() / n)

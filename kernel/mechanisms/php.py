@@ -88,8 +88,8 @@ def chain_check(cuts: list[int | None], n: int) -> tuple[list[tuple[int, int, in
         if cut is None:
             steps.append(None)
             continue
-        place = bisect.bisect_left(made, cut) if 0 < cut < n else 0
-        if made[place] == cut or place == 0:
+        place = bisect.bisect_left(made, cut)
+        if not 0 < cut < n or made[place] == cut:  # out of range first: a cut past n has no place in made
             raise ValueError(
                 f"cut {cut} is not a new cut inside the {n} cells: give each cut once, between 1 and {n - 1}"
             )
@@ -110,14 +110,13 @@ def chain_sensitivity(n: int, size: float, penalty: float) -> float:
 def chain_scores(x: np.ndarray, steps: list[tuple[int, int, int] | None], penalty: float, work: Work) -> np.ndarray:
     """-(sum_{C in P_i} dev(C) + b |P_i|) for the whole vector P_0 and the partition after each step, the sums kept
     exact (as rationals) and each score rounded once."""
-
     spread = np.empty(x.size)  # the one working array: with x, the 16 n bytes chain_check declares
 
     def deviation(start: int, stop: int) -> Fraction:
         work.step(4 * (stop - start))
-        part, out = x[start:stop], spread[: stop - start]
-        np.subtract(part, part.sum() / part.size, out=out)
-        return Fraction(float(np.abs(out, out=out).sum()))
+        part, buffer = x[start:stop], spread[: stop - start]
+        np.subtract(part, part.sum() / part.size, out=buffer)
+        return Fraction(float(np.abs(buffer, out=buffer).sum()))
 
     whole = {(0, x.size): deviation(0, x.size)}  # each interval's deviation, computed once
     total = whole[0, x.size]
