@@ -71,6 +71,13 @@ def _race_codes(given_hispanic: tuple[float, ...]) -> np.ndarray:
 def _chunk(rng: np.random.Generator, rows: int) -> dict[str, np.ndarray]:
     population = np.array(STATE_THOUSANDS, dtype=np.float64)
     state = rng.choice(len(STATES), size=rows, p=population / population.sum())
+    return {"state": state.astype(np.int8), **persons_in(rng, state)}
+
+
+def persons_in(rng: np.random.Generator, state: np.ndarray) -> dict[str, np.ndarray]:
+    """The other columns of Person records whose states (codes) are ``state``: race, hispanic, sex, age and
+    relationship, drawn in that model's order (Hispanic origin given the state first)."""
+    rows = state.size
     share = np.array([HISPANIC_SHARE.get(name, 0.08) for name in STATES])
     hispanic = (rng.random(rows) < share[state]).astype(np.int8)
     race = np.empty(rows, dtype=np.int8)
@@ -86,8 +93,8 @@ def _chunk(rng: np.random.Generator, rows: int) -> dict[str, np.ndarray]:
         where = np.flatnonzero(band == b)
         p = np.array(shares) / np.sum(shares)
         relationship[where] = rng.choice(len(RELATIONSHIPS), size=where.size, p=p)
-    return {"state": state.astype(np.int8), "race": race, "hispanic": hispanic, "sex": sex,
-            "age": age.astype(np.int8), "relationship": relationship}  # fmt: skip
+    return {"race": race, "hispanic": hispanic, "sex": sex, "age": age.astype(np.int8),
+            "relationship": relationship}  # fmt: skip
 
 
 def _check_sizes(rows: int, chunk_rows: int) -> None:
