@@ -1,0 +1,180 @@
+"""A consistent release over a geography (nation > states > counties) through the existing kernel operations.
+
+The data vector is the histogram of a table whose first attribute is the county (the geography's counties, in its
+order) and whose other attributes are the cells every unit shares (the Person domain, or a small one). Each level
+of the geography has a public share of the budget (:func:`level_budgets`); every unit of a level is measured with
+one strategy, chosen without data, at that level's budget (:func:`measure_levels`):
+
+- the nation: the vector reduced to the shared cells (``reduce_by_partition``), measured once;
+- each other level: the vector reduced to (unit, cell) and split by unit (``split_by_partition``; the counties
+  split the vector itself), each part measured. The parts of one split are disjoint, so the kernel charges a
+  level the largest of its units' charges (parallel composition), and the levels add (sequential composition).
+
+Each unit's measurement gives its local least-squares answers to the workload, and the hierarchical estimate
+(``operators.hierarchy.shared_gls``: every unit has the same strategy, so their covariances share one shape) makes
+them consistent and combines what every level saw. Every answer comes with its exact variance and an interval:
+exact (normal) for Gaussian noise; for Laplace noise a sound bound (``operators.confidence.bound_halfwidths``),
+wider than exact. This is the path for small tables: at county scale the whole vector (3,143 x 500,480 cells for
+SF1) is over what one request may build, and docs/census-counties.md says what a kernel path streamed by state adds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ektelo_ng.operators.budget import Budget, accounted, for_noise
+from ektelo_ng.operators.census import write_release
+from ektelo_ng.operators.client import Handle
+from ektelo_ng.operators.confidence import bound_halfwidths, check_level, normal_halfwidths
+from ektelo_ng.operators.geography import Geography
+from ektelo_ng.operators.hierarchy import SharedFit, shared_gls
+from ektelo_ng.operators.matrix import Matrix
+from ektelo_ng.operators.measurement import Measurement
+from ektelo_ng.operators.privacy import PureDP, ZCDP, split_amount
+from ektelo_ng.operators.selection.linear import LinearStrategy
+
+
+def level_budgets(budget: Budget, shares: Sequence[float]) -> list[PureDP | ZCDP | None]:
+    """``budget`` split across the levels, top down, in proportion to the public ``shares`` (>= 0; a level with
+    share 0 is not measured, None), so that the levels' budgets add up to it exactly."""
+    total = accounted(budget)
+    weights = [Fraction(str(s)) if isinstance(s, float) else Fraction(s) for s in shares]  # 0.2 as 1/5
+    if not weights or min(weights) < 0 or sum(weights) <= 0:
+        raise ValueError(f"shares must be one number >= 0 per level with a positive sum, got {list(shares)}")
+    kind = type(total)
+    return [kind(part) if weight > 0 else None for weight, part in zip(weights, split_amount(total, weights))]
+
+
+@dataclass
+class LevelMeasurements:
+    """Every unit's local answers to the workload (units x r), the noise variance of its measurement (its scale),
+    which units were measured, the noise, and each answer's variance at scale 1 (the same for every unit)."""
+
+    answers: np.ndarray
+    scales: np.ndarray
+    measured: np.ndarray
+    noise: str
+    unit_variances: np.ndarray
+
+
+def _leaf_groups(geography: Geography) -> tuple[np.ndarray, np.ndarray]:
+    """The leaves (counties, in order) and, for each depth, each leaf's ancestor there."""
+    tree = geography.hierarchy
+    leaves = np.flatnonzero(tree.children == 0)
+    if np.unique(tree.depth[leaves]).size != 1:
+        raise ValueError("every leaf of the geography must be at the same depth (counties)")
+    ancestors = np.empty((int(tree.depth[leaves[0]]) + 1, leaves.size), dtype=np.int64)
+    ancestors[-1] = leaves
+    for d in reversed(range(ancestors.shape[0] - 1)):
+        ancestors[d] = tree.parent[ancestors[d + 1]]
+    return leaves, ancestors
+
+
+def measure_levels(vector: Handle, geography: Geography, strategy: LinearStrategy, workload: Matrix,
+                   budgets: Sequence[PureDP | ZCDP | None]) -> LevelMeasurements:
+    """Measure ``strategy`` on every unit of every level of ``geography`` whose budget is not None (top down),
+    from ``vector``: the histogram with the counties first (leaves x the strategy's cells)."""
+    tree = geography.hierarchy
+    leaves, ancestors = _leaf_groups(geography)
+    cells = strategy.matrix.shape[1]
+    if vector.size != leaves.size * cells or len(budgets) != ancestors.shape[0]:
+        raise ValueError(f"expected a vector of {leaves.size} counties x {cells} cells = {leaves.size * cells} and "
+                         f"{ancestors.shape[0]} level budgets, got {vector.size} cells and {len(budgets)}")  # fmt: skip
+    if workload.shape[1] != cells:
+        raise ValueError(f"the workload has {workload.shape[1]} columns but the strategy {cells}")
+    for budget in budgets:  # every refusal before anything is spent
+        if budget is not None:
+            for_noise(budget, strategy.noise)
+    answers = np.zeros((tree.units, workload.shape[0]))
+    scales, measured = np.ones(tree.units), np.zeros(tree.units, dtype=bool)
+    cell = np.tile(np.arange(cells), leaves.size)
+    unit_variances = None
+    for depth, budget in enumerate(budgets):
+        if budget is None:
+            continue
+        units, group = np.unique(ancestors[depth], return_inverse=True)  # the level's units, in order
+        per_cell = np.repeat(group, cells)
+        if depth == ancestors.shape[0] - 1:
+            parts = vector.split_by_partition(per_cell)
+        else:
+            reduced = vector.reduce_by_partition(per_cell * cells + cell)
+            parts = [reduced] if units.size == 1 else reduced.split_by_partition(np.repeat(np.arange(units.size), cells))
+        for unit, part in zip(units, parts):
+            estimate, scales[unit] = _local(part, strategy, budget)
+            answers[unit] = estimate.answer(workload)
+            measured[unit] = True
+            if unit_variances is None:
+                unit_variances = estimate.variances(workload) / scales[unit]
+    if unit_variances is None:
+        raise ValueError("no level has a budget: give at least one level a positive share")
+    return LevelMeasurements(answers, scales, measured, strategy.noise, unit_variances)
+
+
+def _local(part: Handle, strategy: LinearStrategy, budget: PureDP | ZCDP):
+    """One unit's measurement and its own least-squares estimate, with its noise variance."""
+    spent = for_noise(budget, strategy.noise)
+    if isinstance(spent, ZCDP):
+        noisy = part.gaussian(strategy.matrix, rho=spent.rho)
+    else:
+        noisy = part.laplace(strategy.matrix, spent.epsilon)
+    measurement = Measurement(strategy.matrix, noisy.values, float(np.sqrt(noisy.variance)), noisy.noise)
+    return strategy.reconstruct([measurement]), noisy.variance
+
+
+@dataclass
+class HierarchicalRelease:
+    """Every unit's consistent answers (units x r) with their exact variances and intervals at ``level``."""
+
+    geography: Geography
+    fit: SharedFit
+    variances: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    level: float
+    method: str
+
+    @property
+    def answers(self) -> np.ndarray:
+        return self.fit.answers
+
+    def columns(self, labels: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """One row per unit and answer: level, fips, name, query (``labels`` or the row number), answer, std,
+        lower, upper, method."""
+        units, r = self.answers.shape
+        queries = np.asarray(labels if labels is not None else [str(j) for j in range(r)])
+        if queries.size != r:
+            raise ValueError(f"{queries.size} labels for {r} answers per unit")
+        per_unit = lambda values: np.repeat(np.asarray(values), r)  # noqa: E731
+        return {"level": per_unit(self.geography.level), "fips": per_unit(self.geography.fips),
+                "name": per_unit(self.geography.name), "query": np.tile(queries, units),
+                "answer": self.answers.ravel(), "std": np.sqrt(self.variances).ravel(),
+                "lower": self.lower.ravel(), "upper": self.upper.ravel(),
+                "method": np.full(units * r, self.method)}  # fmt: skip
+
+    def write(self, path, labels: Sequence[str] | None = None):
+        """The release as CSV or Parquet (``census.write_release``)."""
+        return write_release(self.columns(labels), path)
+
+
+def estimate_levels(geography: Geography, measured: LevelMeasurements, level: float = 0.95) -> HierarchicalRelease:
+    """The hierarchical estimate of every unit from the levels' measurements, with its error bars."""
+    level = check_level(level)
+    fit = shared_gls(geography.hierarchy, measured.answers, measured.scales, measured.measured)
+    variances = fit.variances(measured.unit_variances)
+    if measured.noise == "gaussian":
+        half, method = normal_halfwidths(variances, level), "exact (normal)"
+    else:
+        half, method = bound_halfwidths(variances, level), "bound (Laplace combination, sound)"
+    return HierarchicalRelease(geography, fit, variances, fit.answers - half, fit.answers + half, level, method)
+
+
+def release_levels(vector: Handle, geography: Geography, strategy: LinearStrategy, workload: Matrix, budget: Budget,
+                   shares: Sequence[float], level: float = 0.95) -> HierarchicalRelease:
+    """Measure every level with its share of ``budget`` and release the consistent estimate (module docstring)."""
+    level = check_level(level)
+    return estimate_levels(geography, measure_levels(vector, geography, strategy, workload,
+                                                     level_budgets(budget, shares)), level)  # fmt: skip

@@ -1,0 +1,152 @@
+"""ektelo_ng.census_hierarchy end to end through the kernel: nation, 3 states and their 20 counties, a 4-cell Person
+domain. Each level is charged once (parallel composition over its units), the levels add, and the release is the
+hierarchical estimate with the dense GLS variances."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import ektelo_ng as ek
+from ektelo_ng.census_counties import county_person_chunks
+from ektelo_ng.census_hierarchy import estimate_levels, level_budgets, measure_levels, release_levels
+from ektelo_ng.operators.geography import nation_states_counties
+from ektelo_ng.operators.matrix import Identity, Kronecker, Total, VStack
+from ektelo_ng.operators.selection.hdmm import hdmm
+
+STATES = [8, 39, 45]  # D.C. (one county-equivalent), Rhode Island (5 counties), Vermont (14)
+DOMAIN_CELLS = {"hispanic": 2, "sex": 2}
+WORKLOAD = VStack([Kronecker([Total(2), Total(2)]), Kronecker([Identity(2), Total(2)]),
+                   Kronecker([Total(2), Identity(2)]), Kronecker([Identity(2), Identity(2)])])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    geography = nation_states_counties(states=STATES)
+    counties = geography.county[geography.units("county")]
+    columns: dict[str, list] = {}
+    for chunk in county_person_chunks(2e-3, seed=0, states=STATES):
+        for name, values in chunk.items():
+            columns.setdefault(name, []).append(values)
+    rows = {name: np.concatenate(values) for name, values in columns.items()}
+    table = {"county": np.searchsorted(counties, rows["county"]), **{n: rows[n] for n in DOMAIN_CELLS}}
+    domain = {"county": counties.size, **DOMAIN_CELLS}
+    truth_cells = np.bincount(table["county"] * 4 + table["hispanic"] * 2 + table["sex"], minlength=counties.size * 4)
+    return geography, table, domain, truth_cells.reshape(counties.size, 4)
+
+
+class Counting:
+    """The session's transport, counting requests and the bytes each way."""
+
+    def __init__(self, transport):
+        self.transport, self.requests, self.sent, self.received = transport, 0, 0, 0
+
+    def __call__(self, text: str) -> str:
+        reply = self.transport(text)
+        self.requests, self.sent, self.received = self.requests + 1, self.sent + len(text), self.received + len(reply)
+        return reply
+
+
+def _session(tiny, budget, seed=1):
+    _, table, domain, _ = tiny
+    session = ek.protect(table, domain, budget, seed=seed)
+    session.transport = Counting(session.transport)
+    return session
+
+
+def _unit_truth(geography, truth_cells):
+    """Every unit's true cells: a county's own, a state's and the nation's the sums."""
+    tree = geography.hierarchy
+    cells = np.zeros((tree.units, 4))
+    cells[geography.units("county")] = truth_cells
+    for v in reversed(range(1, tree.units)):
+        if tree.children[v]:
+            cells[v] = cells[tree.parent == v].sum(axis=0)
+    cells[0] = cells[tree.parent == 0].sum(axis=0)
+    return cells
+
+
+def _dense_variances(geography, strategy, scales, measured):
+    """Each unit's answer variances by dense GLS over the counties' cells: the stacked design, inverted."""
+    tree, A, W = geography.hierarchy, strategy.matrix.dense(), WORKLOAD.dense()
+    leaves = geography.units("county")
+    S = np.zeros((tree.units, leaves.size))
+    for j, leaf in enumerate(leaves):
+        v = leaf
+        while v >= 0:
+            S[v, j], v = 1, tree.parent[v]
+    maps = [np.kron(S[v : v + 1], np.eye(4)) for v in range(tree.units)]
+    information = sum(maps[v].T @ A.T @ A @ maps[v] / scales[v] for v in np.flatnonzero(measured))
+    inverse = np.linalg.inv(information)
+    return np.array([np.diag(W @ M @ inverse @ M.T @ W.T) for M in maps])
+
+
+def test_each_level_is_charged_once_and_the_estimate_is_consistent_with_dense_variances(tiny):
+    geography, _, _, truth_cells = tiny
+    tree = geography.hierarchy
+    strategy = hdmm(WORKLOAD, noise="gaussian", seed=0)
+    session = _session(tiny, ek.ZCDP(Fraction(1, 2)))
+    vector = session.source.vectorize()
+    shares = (0.2, 0.3, 0.5)
+    budgets = level_budgets(ek.ZCDP(Fraction(1, 2)), shares)
+    assert [b.rho for b in budgets] == [Fraction(1, 10), Fraction(3, 20), Fraction(1, 4)]
+    measured = measure_levels(vector, geography, strategy, WORKLOAD, budgets)
+    # 1 + 3 + 20 units measured, but the kernel charged each level once: sequentially 0.1 + 3 x 0.15 + 20 x 0.25
+    # would be over the total of 0.5 and refused
+    assert session.budget.spent.rho == Fraction(1, 2)
+    assert measured.measured.all()
+    done = estimate_levels(geography, measured)
+    for v in np.flatnonzero(tree.children):
+        np.testing.assert_allclose(done.answers[tree.parent == v].sum(axis=0), done.answers[v], atol=1e-8)
+    np.testing.assert_allclose(done.variances, _dense_variances(geography, strategy, measured.scales, measured.measured),
+                               rtol=1e-9)  # fmt: skip
+    # each level's scale is the Gaussian variance its rho gives the strategy, ||A||_2^2 / (2 rho), which the kernel
+    # rounds up a little (its discrete noise's scale)
+    for level, budget in zip(("nation", "state", "county"), budgets):
+        exact = strategy.matrix.sensitivity("l2") ** 2 / (2 * float(budget.rho))
+        scales = measured.scales[geography.units(level)]
+        assert np.all((exact <= scales) & (scales <= exact * 1.005)) and np.ptp(scales) == 0
+    truth = _unit_truth(geography, truth_cells) @ WORKLOAD.dense().T
+    z = (done.answers - truth) / np.sqrt(done.variances)
+    assert np.all(np.abs(z) < 6)  # Gaussian errors past 6 sd: < 1e-9 each, 216 answers (the noise is seeded)
+    assert done.method == "exact (normal)"
+    covered = (done.lower <= truth) & (truth <= done.upper)
+    assert covered.mean() > 0.8
+
+
+def test_the_requests_and_a_laplace_release(tiny, tmp_path):
+    geography = tiny[0]
+    strategy = hdmm(WORKLOAD, noise="laplace", seed=0)
+    session = _session(tiny, ek.PureDP(1))
+    vector = session.source.vectorize()
+    before = session.transport.requests
+    done = release_levels(vector, geography, strategy, WORKLOAD, ek.PureDP(1), (1, 1, 2))
+    # two reductions (nation, states), two splits (states, counties) and one measurement per unit
+    assert session.transport.requests - before == 2 + 2 + geography.hierarchy.units
+    assert session.budget.spent.epsilon == 1
+    assert done.method.startswith("bound")
+    path = done.write(tmp_path / "release.csv", labels=[f"q{j}" for j in range(WORKLOAD.shape[0])])
+    lines = path.read_text().splitlines()
+    assert lines[0] == "level,fips,name,query,answer,std,lower,upper,method" and len(lines) == 1 + 24 * 9
+    assert lines[1].startswith("nation,US,United States,q0,")
+
+
+def test_an_unmeasured_level_and_refusals_before_any_spend(tiny):
+    geography = tiny[0]
+    strategy = hdmm(WORKLOAD, noise="gaussian", seed=0)
+    session = _session(tiny, ek.ZCDP(1))
+    vector = session.source.vectorize()
+    with pytest.raises(ValueError, match="Gaussian noise cannot satisfy pure"):
+        release_levels(vector, geography, strategy, WORKLOAD, ek.PureDP(1), (1, 1, 1))
+    with pytest.raises(ValueError, match="workload has 5 columns"):
+        release_levels(vector, geography, strategy, Identity(5), ek.ZCDP(1), (1, 1, 1))
+    with pytest.raises(ValueError, match="shares"):
+        level_budgets(ek.ZCDP(1), (0, 0, 0))
+    assert session.budget.spent.rho == 0
+    done = release_levels(vector, geography, strategy, WORKLOAD, ek.ZCDP(1), (0, 1, 1))  # no national measurement
+    assert session.budget.spent.rho == 1
+    tree = geography.hierarchy
+    np.testing.assert_allclose(done.answers[0], done.answers[tree.parent == 0].sum(axis=0), atol=1e-8)
+    np.testing.assert_allclose(done.variances[0], done.variances[tree.parent == 0].sum(axis=0), rtol=1e-9)
