@@ -73,6 +73,22 @@ def _chunks(rows, counties: Counties, states: list[int], seed: int, chunk_rows: 
             yield {"state": in_state, "county": part, **persons_in(rng, in_state)}
 
 
+def county_table(scale: float, states: Sequence[int], attributes: Sequence[str], seed: int = 0
+                 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """A small table in memory for a release over some states' counties: the records of
+    :func:`county_person_chunks`, with the county numbered 0.. in the order of
+    ``geography.nation_states_counties(states)``'s counties, and the Person ``attributes`` kept; and its domain."""
+    chosen = np.flatnonzero(np.isin(counties_2010().state, list(states)))
+    columns: dict[str, list[np.ndarray]] = {}
+    for chunk in county_person_chunks(scale, seed, states=states):
+        for name in ("county", *attributes):
+            columns.setdefault(name, []).append(chunk[name])
+    table = {name: np.concatenate(parts) for name, parts in columns.items()}
+    table["county"] = np.searchsorted(chosen, table["county"])
+    sizes = dict(zip(PERSON.names, PERSON.sizes))
+    return table, {"county": int(chosen.size), **{name: sizes[name] for name in attributes}}
+
+
 def write_county_persons(path: str | Path, scale: float, seed: int = 0, chunk_rows: int = 1 << 22,
                          states: Sequence[int] | None = None, progress: bool = True) -> Path:
     """Write the records of :func:`county_person_chunks` as Parquet files ``part-SS-NNNNN.parquet`` (SS the state's

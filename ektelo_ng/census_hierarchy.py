@@ -7,7 +7,8 @@ one strategy, chosen without data, at that level's budget (:func:`measure_levels
 
 - the nation: the vector reduced to the shared cells (``reduce_by_partition``), measured once;
 - each other level: the vector reduced to (unit, cell) and split by unit (``split_by_partition``; the counties
-  split the vector itself), each part measured. The parts of one split are disjoint, so the kernel charges a
+  split the vector itself), each part measured: with Gaussian noise all of a level's parts in one request
+  (``gaussian_batch``: the strategy travels once), with Laplace noise one request a part. The parts of one split are disjoint, so the kernel charges a
   level the largest of its units' charges (parallel composition), and the levels add (sequential composition).
 
 Each unit's measurement gives its local least-squares answers to the workload, and the hierarchical estimate
@@ -28,14 +29,31 @@ import numpy as np
 
 from ektelo_ng.operators.budget import Budget, accounted, for_noise
 from ektelo_ng.operators.census import write_release
-from ektelo_ng.operators.client import Handle
+from ektelo_ng.operators.client import Handle, NoisyAnswer
 from ektelo_ng.operators.confidence import bound_halfwidths, check_level, normal_halfwidths
 from ektelo_ng.operators.geography import Geography
 from ektelo_ng.operators.hierarchy import SharedFit, shared_gls
-from ektelo_ng.operators.matrix import Matrix
-from ektelo_ng.operators.measurement import Measurement
+from ektelo_ng.operators.algebra import pinv
+from ektelo_ng.operators.error import noise_constant
+from ektelo_ng.operators.matrix import Matrix, Product
 from ektelo_ng.operators.privacy import PureDP, ZCDP, split_amount
 from ektelo_ng.operators.selection.linear import LinearStrategy
+
+
+class CountingTransport:
+    """A session's transport that counts its requests and the bytes of JSON each way (what a release asks of the
+    kernel: ``session.transport = CountingTransport(session.transport)``)."""
+
+    def __init__(self, transport):
+        self.transport, self.requests, self.sent, self.received = transport, 0, 0, 0
+        self.largest_sent = self.largest_received = 0
+
+    def __call__(self, text: str) -> str:
+        reply = self.transport(text)
+        self.requests += 1
+        self.sent, self.received = self.sent + len(text), self.received + len(reply)
+        self.largest_sent, self.largest_received = max(self.largest_sent, len(text)), max(self.largest_received, len(reply))
+        return reply
 
 
 def level_budgets(budget: Budget, shares: Sequence[float]) -> list[PureDP | ZCDP | None]:
@@ -89,10 +107,12 @@ def measure_levels(vector: Handle, geography: Geography, strategy: LinearStrateg
     for budget in budgets:  # every refusal before anything is spent
         if budget is not None:
             for_noise(budget, strategy.noise)
+    local = Product([workload, pinv(strategy.matrix)])  # each unit's least-squares answers: W A^+ y
+    constant, norm = noise_constant(strategy.noise)  # each answer's variance at noise variance 1 a strategy row
+    unit_variances = strategy.variances(workload) / (constant * strategy.matrix.sensitivity(norm) ** 2)
     answers = np.zeros((tree.units, workload.shape[0]))
     scales, measured = np.ones(tree.units), np.zeros(tree.units, dtype=bool)
     cell = np.tile(np.arange(cells), leaves.size)
-    unit_variances = None
     for depth, budget in enumerate(budgets):
         if budget is None:
             continue
@@ -103,26 +123,19 @@ def measure_levels(vector: Handle, geography: Geography, strategy: LinearStrateg
         else:
             reduced = vector.reduce_by_partition(per_cell * cells + cell)
             parts = [reduced] if units.size == 1 else reduced.split_by_partition(np.repeat(np.arange(units.size), cells))
-        for unit, part in zip(units, parts):
-            estimate, scales[unit] = _local(part, strategy, budget)
-            answers[unit] = estimate.answer(workload)
-            measured[unit] = True
-            if unit_variances is None:
-                unit_variances = estimate.variances(workload) / scales[unit]
-    if unit_variances is None:
-        raise ValueError("no level has a budget: give at least one level a positive share")
+        noisy = _measure(parts, strategy, budget)
+        answers[units] = (local @ np.column_stack([n.values for n in noisy])).T
+        scales[units], measured[units] = [n.variance for n in noisy], True
     return LevelMeasurements(answers, scales, measured, strategy.noise, unit_variances)
 
 
-def _local(part: Handle, strategy: LinearStrategy, budget: PureDP | ZCDP):
-    """One unit's measurement and its own least-squares estimate, with its noise variance."""
+def _measure(parts: list[Handle], strategy: LinearStrategy, budget: PureDP | ZCDP) -> list[NoisyAnswer]:
+    """The strategy measured on each part at ``budget``: Gaussian noise in one request (the matrix sent once),
+    Laplace noise one request a part."""
     spent = for_noise(budget, strategy.noise)
     if isinstance(spent, ZCDP):
-        noisy = part.gaussian(strategy.matrix, rho=spent.rho)
-    else:
-        noisy = part.laplace(strategy.matrix, spent.epsilon)
-    measurement = Measurement(strategy.matrix, noisy.values, float(np.sqrt(noisy.variance)), noisy.noise)
-    return strategy.reconstruct([measurement]), noisy.variance
+        return parts[0].session.gaussian_batch(parts, [strategy.matrix] * len(parts), rho=[spent.rho] * len(parts))
+    return [part.laplace(strategy.matrix, spent.epsilon) for part in parts]
 
 
 @dataclass

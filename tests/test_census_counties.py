@@ -72,3 +72,14 @@ def test_the_table_is_written_by_state(tmp_path):
     assert counties.size == expected.sum()
     with pytest.raises(ValueError, match="already holds"):
         write_county_persons(out, 1e-4, states=[8], progress=False)
+
+
+def test_a_small_table_numbers_the_counties_in_the_geographys_order():
+    from ektelo_ng.census_counties import county_table
+    from ektelo_ng.operators.geography import nation_states_counties
+
+    table, domain = county_table(1e-3, [45, 8], ["sex", "age"], seed=4)
+    geography = nation_states_counties(states=[8, 45])
+    counties = geography.county[geography.units("county")]
+    assert domain == {"county": 15, "sex": 2, "age": 115} and list(table) == ["county", "sex", "age"]
+    np.testing.assert_array_equal(np.bincount(table["county"], minlength=15), county_rows(1e-3)[counties])

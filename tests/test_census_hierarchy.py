@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import ektelo_ng as ek
-from ektelo_ng.census_counties import county_person_chunks
-from ektelo_ng.census_hierarchy import estimate_levels, level_budgets, measure_levels, release_levels
+from ektelo_ng.census_counties import county_table
+from ektelo_ng.census_hierarchy import CountingTransport, estimate_levels, level_budgets, measure_levels, release_levels
 from ektelo_ng.operators.geography import nation_states_counties
 from ektelo_ng.operators.matrix import Identity, Kronecker, Total, VStack
 from ektelo_ng.operators.selection.hdmm import hdmm
@@ -25,34 +25,16 @@ WORKLOAD = VStack([Kronecker([Total(2), Total(2)]), Kronecker([Identity(2), Tota
 @pytest.fixture(scope="module")
 def tiny():
     geography = nation_states_counties(states=STATES)
+    table, domain = county_table(2e-3, STATES, list(DOMAIN_CELLS))
     counties = geography.county[geography.units("county")]
-    columns: dict[str, list] = {}
-    for chunk in county_person_chunks(2e-3, seed=0, states=STATES):
-        for name, values in chunk.items():
-            columns.setdefault(name, []).append(values)
-    rows = {name: np.concatenate(values) for name, values in columns.items()}
-    table = {"county": np.searchsorted(counties, rows["county"]), **{n: rows[n] for n in DOMAIN_CELLS}}
-    domain = {"county": counties.size, **DOMAIN_CELLS}
     truth_cells = np.bincount(table["county"] * 4 + table["hispanic"] * 2 + table["sex"], minlength=counties.size * 4)
     return geography, table, domain, truth_cells.reshape(counties.size, 4)
-
-
-class Counting:
-    """The session's transport, counting requests and the bytes each way."""
-
-    def __init__(self, transport):
-        self.transport, self.requests, self.sent, self.received = transport, 0, 0, 0
-
-    def __call__(self, text: str) -> str:
-        reply = self.transport(text)
-        self.requests, self.sent, self.received = self.requests + 1, self.sent + len(text), self.received + len(reply)
-        return reply
 
 
 def _session(tiny, budget, seed=1):
     _, table, domain, _ = tiny
     session = ek.protect(table, domain, budget, seed=seed)
-    session.transport = Counting(session.transport)
+    session.transport = CountingTransport(session.transport)
     return session
 
 
@@ -92,7 +74,10 @@ def test_each_level_is_charged_once_and_the_estimate_is_consistent_with_dense_va
     shares = (0.2, 0.3, 0.5)
     budgets = level_budgets(ek.ZCDP(Fraction(1, 2)), shares)
     assert [b.rho for b in budgets] == [Fraction(1, 10), Fraction(3, 20), Fraction(1, 4)]
+    before = session.transport.requests
     measured = measure_levels(vector, geography, strategy, WORKLOAD, budgets)
+    # two reductions (nation, states), two splits (states, counties), one Gaussian batch a level
+    assert session.transport.requests - before == 2 + 2 + 3
     # 1 + 3 + 20 units measured, but the kernel charged each level once: sequentially 0.1 + 3 x 0.15 + 20 x 0.25
     # would be over the total of 0.5 and refused
     assert session.budget.spent.rho == Fraction(1, 2)
@@ -123,7 +108,7 @@ def test_the_requests_and_a_laplace_release(tiny, tmp_path):
     vector = session.source.vectorize()
     before = session.transport.requests
     done = release_levels(vector, geography, strategy, WORKLOAD, ek.PureDP(1), (1, 1, 2))
-    # two reductions (nation, states), two splits (states, counties) and one measurement per unit
+    # two reductions (nation, states), two splits (states, counties) and one Laplace measurement per unit
     assert session.transport.requests - before == 2 + 2 + geography.hierarchy.units
     assert session.budget.spent.epsilon == 1
     assert done.method.startswith("bound")
