@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ektelo_ng.census_persons import persons_in
+from ektelo_ng.census_persons import parquet_folder, persons_in
 from ektelo_ng.operators.census import PERSON, STATES
 from ektelo_ng.operators.domains import Domain, as_domain
 from ektelo_ng.operators.geography import Counties, counties_2010
@@ -93,18 +93,10 @@ def write_county_persons(path: str | Path, scale: float, seed: int = 0, chunk_ro
                          states: Sequence[int] | None = None, progress: bool = True) -> Path:
     """Write the records of :func:`county_person_chunks` as Parquet files ``part-SS-NNNNN.parquet`` (SS the state's
     code) in the directory ``path`` (made if missing; refused if it holds Parquet files already)."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise ImportError("writing Parquet needs pyarrow: pip install -e '.[parquet]'") from None
+    chunks = county_person_chunks(scale, seed, chunk_rows, states)  # refuses bad arguments before making the folder
+    pa, pq, out = parquet_folder(path)
     from tqdm import tqdm
 
-    out = Path(path)
-    out.mkdir(parents=True, exist_ok=True)
-    if any(out.glob("*.parquet")):
-        raise ValueError(f"{out} already holds Parquet files; give an empty or new directory")
-    chunks = county_person_chunks(scale, seed, chunk_rows, states)
     chosen = range(len(STATES)) if states is None else sorted({int(s) for s in states})
     total = int(county_rows(scale)[np.isin(counties_2010().state, list(chosen))].sum())
     parts: dict[int, int] = {}

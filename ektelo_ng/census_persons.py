@@ -115,23 +115,30 @@ def _chunks(rows: int, seed: int, chunk_rows: int) -> Iterator[dict[str, np.ndar
         yield _chunk(rng, min(chunk_rows, rows - start))
 
 
+def parquet_folder(path: str | Path):
+    """pyarrow, its Parquet module and the directory ``path`` (made if missing), for writing records: refused if
+    pyarrow is missing, or if the directory holds Parquet files already."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError("writing Parquet needs pyarrow: pip install -e '.[parquet]'") from None
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    if any(out.glob("*.parquet")):
+        raise ValueError(f"{out} already holds Parquet files; give an empty or new directory")
+    return pa, pq, out
+
+
 def write_persons(path: str | Path, rows: int, seed: int = 0, chunk_rows: int = 1 << 22, progress: bool = True,
                   national: bool = False) -> Path:
     """Write ``rows`` synthetic Person records as Parquet files ``part-NNNNN.parquet`` in the directory ``path``
     (made if missing; refused if it holds Parquet files already). ``national`` leaves out the state column (the
     domain of ``SF1``). Returns the directory."""
     _check_sizes(rows, chunk_rows)
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise ImportError("writing Parquet needs pyarrow: pip install -e '.[parquet]'") from None
+    pa, pq, out = parquet_folder(path)
     from tqdm import tqdm
 
-    out = Path(path)
-    out.mkdir(parents=True, exist_ok=True)
-    if any(out.glob("*.parquet")):
-        raise ValueError(f"{out} already holds Parquet files; give an empty or new directory")
     with tqdm(total=int(rows), unit=" rows", unit_scale=True, desc="persons", disable=not progress) as bar:
         for part, chunk in enumerate(person_chunks(rows, seed, chunk_rows)):
             if national:
