@@ -12,6 +12,9 @@ alone with the whole budget (shares 0, 0, 1), and the kernel requests with their
 the request and reply sizes and seconds, and what 3,195 such requests (the nation, 51 states and 3,143 counties)
 would take through the existing operations.
 
+``estimate-county-scale``: the hierarchical estimate alone on 3,195 units x 4,151 answers (synthetic local answers):
+its seconds, and the non-negative integers'.
+
 The county-level SF1 case from 3.1 x 10^8 persons is for a later session (docs/census-counties.md).
 ``python benchmarks/bench_census_counties.py [CASE...]``, each case in its own process.
 """
@@ -111,11 +114,29 @@ def sf1_unit_request() -> dict:
             "county_scale_measure_hours": round(units * seconds / 3600, 2)}  # fmt: skip
 
 
+def estimate_county_scale() -> dict:
+    """The hierarchical estimate alone at county scale: 3,195 units x 4,151 answers (SF1's), synthetic local
+    answers, the three levels at noise scales 4, 2 and 1; then the non-negative integers."""
+    from ektelo_ng.operators.hierarchy import nonnegative_integers, shared_gls
+
+    geography = nation_states_counties()
+    tree, answers = geography.hierarchy, census.SF1().matrix.shape[0]
+    local = np.random.default_rng(0).normal(100.0, 10.0, (tree.units, answers))
+    scales = np.array([4.0, 2.0, 1.0])[tree.depth]
+    start = time.perf_counter()
+    fit = shared_gls(tree, local, scales)
+    middle = time.perf_counter()
+    nonnegative_integers(tree, fit.answers)
+    return {"units": tree.units, "answers_per_unit": answers, "estimate_seconds": round(middle - start, 2),
+            "nonnegative_integers_seconds": round(time.perf_counter() - middle, 2)}  # fmt: skip
+
+
 CASES = {
     "small-3-states-gaussian": lambda: small([8, 39, 45], 1e-3, ek.ZCDP(0.5)),
     "small-3-states-laplace": lambda: small([8, 39, 45], 1e-3, ek.PureDP(1)),
     "small-6-states-gaussian": lambda: small([7, 8, 19, 29, 39, 45], 1e-3, ek.ZCDP(0.5)),
     "sf1-unit-request": sf1_unit_request,
+    "estimate-county-scale": estimate_county_scale,
 }
 
 
