@@ -104,9 +104,7 @@ def measure_levels(vector: Handle, geography: Geography, strategy: LinearStrateg
                          f"{ancestors.shape[0]} level budgets, got {vector.size} cells and {len(budgets)}")  # fmt: skip
     if workload.shape[1] != cells:
         raise ValueError(f"the workload has {workload.shape[1]} columns but the strategy {cells}")
-    for budget in budgets:  # every refusal before anything is spent
-        if budget is not None:
-            for_noise(budget, strategy.noise)
+    _check_affordable(vector, [for_noise(b, strategy.noise) for b in budgets if b is not None])  # before any spend
     local = Product([workload, pinv(strategy.matrix)])  # each unit's least-squares answers: W A^+ y
     constant, norm = noise_constant(strategy.noise)  # each answer's variance at noise variance 1 a strategy row
     unit_variances = strategy.variances(workload) / (constant * strategy.matrix.sensitivity(norm) ** 2)
@@ -127,6 +125,19 @@ def measure_levels(vector: Handle, geography: Geography, strategy: LinearStrateg
         answers[units] = (local @ np.column_stack([n.values for n in noisy])).T
         scales[units], measured[units] = [n.variance for n in noisy], True
     return LevelMeasurements(answers, scales, measured, strategy.noise, unit_variances)
+
+
+def _check_affordable(vector: Handle, spends: list[PureDP | ZCDP]) -> None:
+    """Refuse levels that together spend more than the session has left (in its currency: a Laplace epsilon costs
+    a zCDP session epsilon^2 / 2), so that no level is measured before a later one is refused."""
+    left = vector.session.budget.remaining
+    if isinstance(left, ZCDP):
+        needed = sum((s.rho if isinstance(s, ZCDP) else s.epsilon**2 / 2 for s in spends), Fraction(0))
+        if needed > left.rho:
+            raise ValueError(f"the levels spend rho = {float(needed):.4g} but the session has {float(left.rho):.4g} left")
+    elif sum((s.epsilon for s in spends), Fraction(0)) > left.epsilon:
+        raise ValueError(f"the levels spend epsilon = {float(sum(s.epsilon for s in spends)):.4g} but the session "
+                         f"has {float(left.epsilon):.4g} left")  # fmt: skip
 
 
 def _measure(parts: list[Handle], strategy: LinearStrategy, budget: PureDP | ZCDP) -> list[NoisyAnswer]:
@@ -161,9 +172,9 @@ class HierarchicalRelease:
         queries = np.asarray(labels if labels is not None else [str(j) for j in range(r)])
         if queries.size != r:
             raise ValueError(f"{queries.size} labels for {r} answers per unit")
-        per_unit = lambda values: np.repeat(np.asarray(values), r)  # noqa: E731
-        return {"level": per_unit(self.geography.level), "fips": per_unit(self.geography.fips),
-                "name": per_unit(self.geography.name), "query": np.tile(queries, units),
+        level, fips, name = (np.repeat(np.asarray(v), r) for v in (self.geography.level, self.geography.fips,
+                                                                     self.geography.name))  # fmt: skip
+        return {"level": level, "fips": fips, "name": name, "query": np.tile(queries, units),
                 "answer": self.answers.ravel(), "std": np.sqrt(self.variances).ravel(),
                 "lower": self.lower.ravel(), "upper": self.upper.ravel(),
                 "method": np.full(units * r, self.method)}  # fmt: skip

@@ -76,8 +76,9 @@ def test_each_level_is_charged_once_and_the_estimate_is_consistent_with_dense_va
     assert [b.rho for b in budgets] == [Fraction(1, 10), Fraction(3, 20), Fraction(1, 4)]
     before = session.transport.requests
     measured = measure_levels(vector, geography, strategy, WORKLOAD, budgets)
-    # two reductions (nation, states), two splits (states, counties), one Gaussian batch a level
-    assert session.transport.requests - before == 2 + 2 + 3
+    # one read of the budget left, two reductions (nation, states), two splits (states, counties), one Gaussian
+    # batch a level
+    assert session.transport.requests - before == 1 + 2 + 2 + 3
     # 1 + 3 + 20 units measured, but the kernel charged each level once: sequentially 0.1 + 3 x 0.15 + 20 x 0.25
     # would be over the total of 0.5 and refused
     assert session.budget.spent.rho == Fraction(1, 2)
@@ -108,8 +109,8 @@ def test_the_requests_and_a_laplace_release(tiny, tmp_path):
     vector = session.source.vectorize()
     before = session.transport.requests
     done = release_levels(vector, geography, strategy, WORKLOAD, ek.PureDP(1), (1, 1, 2))
-    # two reductions (nation, states), two splits (states, counties) and one Laplace measurement per unit
-    assert session.transport.requests - before == 2 + 2 + geography.hierarchy.units
+    # one read of the budget left, two reductions, two splits and one Laplace measurement per unit
+    assert session.transport.requests - before == 1 + 2 + 2 + geography.hierarchy.units
     assert session.budget.spent.epsilon == 1
     assert done.method.startswith("bound")
     path = done.write(tmp_path / "release.csv", labels=[f"q{j}" for j in range(WORKLOAD.shape[0])])
@@ -129,6 +130,8 @@ def test_an_unmeasured_level_and_refusals_before_any_spend(tiny):
         release_levels(vector, geography, strategy, Identity(5), ek.ZCDP(1), (1, 1, 1))
     with pytest.raises(ValueError, match="shares"):
         level_budgets(ek.ZCDP(1), (0, 0, 0))
+    with pytest.raises(ValueError, match="the levels spend rho = 2 but the session has 1 left"):
+        release_levels(vector, geography, strategy, WORKLOAD, ek.ZCDP(2), (1, 1, 1))
     assert session.budget.spent.rho == 0
     done = release_levels(vector, geography, strategy, WORKLOAD, ek.ZCDP(1), (0, 1, 1))  # no national measurement
     assert session.budget.spent.rho == 1
