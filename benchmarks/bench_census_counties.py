@@ -8,6 +8,9 @@ JSON line: seconds, RMSE per level against the true answers (the benchmark is th
 variances predict, the share of 95% intervals covering the truth per level, the same for measuring each county
 alone with the whole budget (shares 0, 0, 1), and the kernel requests with their bytes.
 
+``nation-counties-duckdb``: the same for every county of the country (3,195 units, 10^-4 of the 2010 counts), the
+records written as Parquet by state and counted by DuckDB.
+
 ``sf1-unit-request``: one unit's SF1 measurement (HDMM's strategy on the 500,480 Person cells) through the kernel,
 the request and reply sizes and seconds, and what 3,195 such requests (the nation, 51 states and 3,143 counties)
 would take through the existing operations.
@@ -31,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import main
 
 import ektelo_ng as ek
-from ektelo_ng.census_counties import county_table
+from ektelo_ng.census_counties import county_person_domain, county_table, write_county_persons
 from ektelo_ng.census_hierarchy import CountingTransport, release_levels
 from ektelo_ng.operators import census
 from ektelo_ng.operators.geography import LEVELS, nation_states_counties
@@ -64,10 +67,16 @@ def _per_level(geography, values: np.ndarray) -> dict[str, float]:
     return {level: round(float(values[geography.units(level)].mean()), 4) for level in LEVELS}
 
 
-def _release(geography, table, domain, workload, strategy, budget, shares) -> dict:
-    session = ek.protect(table, domain, budget)
+def _release(geography, table, domain, workload, strategy, budget, shares, parquet: Path | None = None) -> dict:
+    """One release: from ``table`` in memory, or from the ``parquet`` folder holding the same records (every
+    column of the generator, county numbered as in the whole country) with DuckDB."""
+    if parquet is None:
+        session = ek.protect(table, domain, budget)
+    else:
+        full = {"state": 51, **dict(zip(county_person_domain().names, county_person_domain().sizes))}
+        session = ek.protect(str(parquet), full, budget, backend="duckdb")
     counting = session.transport = CountingTransport(session.transport)
-    vector = session.source.vectorize()
+    vector = session.source.vectorize(list(domain))
     start = time.perf_counter()
     done = release_levels(vector, geography, strategy, workload, budget, shares)
     seconds = time.perf_counter() - start
@@ -91,6 +100,21 @@ def small(states: list[int], scale: float, budget) -> dict:
             "rows": int(table["county"].size), "budget": str(budget),
             "hierarchical": _release(geography, table, domain, workload, strategy, budget, SHARES),
             "counties_alone": _release(geography, table, domain, workload, strategy, budget, (0, 0, 1))}  # fmt: skip
+
+
+def nation_counties_duckdb(scale: float, budget) -> dict:
+    """Every county of the country (3,195 units) from Parquet files read by DuckDB, on the small workload."""
+    import tempfile
+
+    geography = nation_states_counties()
+    table, domain = county_table(scale, range(51), ATTRIBUTES)
+    workload = small_workload()
+    strategy = hdmm(workload, noise="gaussian", seed=0)
+    with tempfile.TemporaryDirectory() as folder:
+        write_county_persons(Path(folder) / "persons", scale, progress=False)
+        done = _release(geography, table, domain, workload, strategy, budget, SHARES, Path(folder) / "persons")
+    return {"units": geography.hierarchy.units, "rows": int(table["county"].size), "budget": str(budget),
+            "hierarchical": done}
 
 
 def sf1_unit_request() -> dict:
@@ -137,6 +161,7 @@ CASES = {
     "small-6-states-gaussian": lambda: small([7, 8, 19, 29, 39, 45], 1e-3, ek.ZCDP(0.5)),
     "sf1-unit-request": sf1_unit_request,
     "estimate-county-scale": estimate_county_scale,
+    "nation-counties-duckdb": lambda: nation_counties_duckdb(1e-4, ek.ZCDP(0.5)),
 }
 
 

@@ -138,3 +138,27 @@ def test_an_unmeasured_level_and_refusals_before_any_spend(tiny):
     tree = geography.hierarchy
     np.testing.assert_allclose(done.answers[0], done.answers[tree.parent == 0].sum(axis=0), atol=1e-8)
     np.testing.assert_allclose(done.variances[0], done.variances[tree.parent == 0].sum(axis=0), rtol=1e-9)
+
+
+def test_every_county_of_the_country_from_parquet_with_duckdb(tmp_path):
+    """3,195 units, 3,143 of them counties, from Parquet files by state counted by DuckDB: each level in one
+    Gaussian batch, charged once."""
+    pytest.importorskip("duckdb")
+    pytest.importorskip("pyarrow")
+    from ektelo_ng.census_counties import county_person_domain, write_county_persons
+
+    folder = write_county_persons(tmp_path / "persons", 2e-5, seed=3, progress=False)
+    full = {"state": 51, **dict(zip(county_person_domain().names, county_person_domain().sizes))}
+    session = ek.protect(str(folder), full, ek.ZCDP(1), backend="duckdb", seed=2)
+    session.transport = CountingTransport(session.transport)
+    vector = session.source.vectorize(["county", *DOMAIN_CELLS])
+    geography = nation_states_counties()
+    strategy = hdmm(WORKLOAD, noise="gaussian", seed=0)
+    done = release_levels(vector, geography, strategy, WORKLOAD, ek.ZCDP(1), (1, 1, 2))
+    assert session.transport.requests == 2 + 1 + 2 + 2 + 3  # root, vectorize; budget left, reduce x 2, split x 2, 3
+    assert session.budget.spent.rho == 1
+    tree = geography.hierarchy
+    states = geography.units("state")
+    np.testing.assert_allclose(done.answers[0], done.answers[states].sum(axis=0), atol=1e-7)
+    for state in states[:5]:
+        np.testing.assert_allclose(done.answers[state], done.answers[tree.parent == state].sum(axis=0), atol=1e-7)
