@@ -21,7 +21,7 @@ SF1) is over what one request may build, and docs/census-counties.md says what a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -165,22 +165,25 @@ class HierarchicalRelease:
     def answers(self) -> np.ndarray:
         return self.fit.answers
 
-    def columns(self, labels: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-        """One row per unit and answer: level, fips, name, query (``labels`` or the row number), answer, std,
-        lower, upper, method."""
+    def columns(self, labels: Mapping[str, Sequence[str]] | None = None) -> dict[str, np.ndarray]:
+        """One row per unit and answer: level, fips, name, the answer's labels (columns of one label per answer,
+        e.g. ``{"table": W.table, "line": W.line}`` of a ``CensusWorkload``; default ``query``: its row number),
+        answer, std, lower, upper, method."""
         units, r = self.answers.shape
-        queries = np.asarray(labels if labels is not None else [str(j) for j in range(r)])
-        if queries.size != r:
-            raise ValueError(f"{queries.size} labels for {r} answers per unit")
+        labels = {"query": [str(j) for j in range(r)]} if labels is None else labels
+        for key, values in labels.items():
+            if len(values) != r:
+                raise ValueError(f"{len(values)} {key} labels for {r} answers per unit")
         level, fips, name = (np.repeat(np.asarray(v), r) for v in (self.geography.level, self.geography.fips,
                                                                      self.geography.name))  # fmt: skip
-        return {"level": level, "fips": fips, "name": name, "query": np.tile(queries, units),
+        return {"level": level, "fips": fips, "name": name,
+                **{key: np.tile(np.asarray(values), units) for key, values in labels.items()},
                 "answer": self.answers.ravel(), "std": np.sqrt(self.variances).ravel(),
                 "lower": self.lower.ravel(), "upper": self.upper.ravel(),
                 "method": np.full(units * r, self.method)}  # fmt: skip
 
-    def write(self, path, labels: Sequence[str] | None = None):
-        """The release as CSV or Parquet (``census.write_release``)."""
+    def write(self, path, labels: Mapping[str, Sequence[str]] | None = None):
+        """The release as CSV or Parquet (``census.write_release``), with :meth:`columns`' labels."""
         return write_release(self.columns(labels), path)
 
 

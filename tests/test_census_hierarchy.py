@@ -113,10 +113,14 @@ def test_the_requests_and_a_laplace_release(tiny, tmp_path):
     assert session.transport.requests - before == 1 + 2 + 2 + geography.hierarchy.units
     assert session.budget.spent.epsilon == 1
     assert done.method.startswith("bound")
-    path = done.write(tmp_path / "release.csv", labels=[f"q{j}" for j in range(WORKLOAD.shape[0])])
+    tables = ["T"] + ["H"] * 2 + ["S"] * 2 + ["HS"] * 4
+    path = done.write(tmp_path / "release.csv", labels={"table": tables, "line": [str(j) for j in range(9)]})
     lines = path.read_text().splitlines()
-    assert lines[0] == "level,fips,name,query,answer,std,lower,upper,method" and len(lines) == 1 + 24 * 9
-    assert lines[1].startswith("nation,US,United States,q0,")
+    assert lines[0] == "level,fips,name,table,line,answer,std,lower,upper,method" and len(lines) == 1 + 24 * 9
+    assert lines[1].startswith("nation,US,United States,T,0,") and lines[-1].startswith("county,50027,Windsor County,HS,8,")
+    assert "query" in done.columns() and len(done.columns()["query"]) == 24 * 9
+    with pytest.raises(ValueError, match="2 table labels for 9 answers"):
+        done.columns({"table": ["a", "b"]})
 
 
 def test_an_unmeasured_level_and_refusals_before_any_spend(tiny):
