@@ -15,7 +15,10 @@ Each unit's measurement gives its local least-squares answers to the workload, a
 (``operators.hierarchy.shared_gls``: every unit has the same strategy, so their covariances share one shape) makes
 them consistent and combines what every level saw. Every answer comes with its exact variance and an interval:
 exact (normal) for Gaussian noise; for Laplace noise a sound bound (``operators.confidence.bound_halfwidths``),
-wider than exact. This is the path for small tables: at county scale the whole vector (3,143 x 500,480 cells for
+wider than exact, tightened by each answer's largest Laplace term's share of its variance. That share is exact:
+answer j of unit v mixes the noise of every unit u's strategy row k with coefficient G_vu Q_jk (G: the units'
+weights, ``hierarchy.unit_weights``; Q = W A^+), so its largest term is the product of the largest unit part and the
+largest row part. This is the path for small tables: at county scale the whole vector (3,143 x 500,480 cells for
 SF1) is over what one request may build, and docs/census-counties.md says what a kernel path streamed by state adds.
 """
 
@@ -32,10 +35,11 @@ from ektelo_ng.operators.census import write_release
 from ektelo_ng.operators.client import Handle, NoisyAnswer
 from ektelo_ng.operators.confidence import bound_halfwidths, check_level, normal_halfwidths
 from ektelo_ng.operators.geography import Geography
-from ektelo_ng.operators.hierarchy import SharedFit, shared_gls
+from ektelo_ng.operators.hierarchy import MAX_WEIGHTED_UNITS, SharedFit, largest_shares, shared_gls
 from ektelo_ng.operators.algebra import pinv
 from ektelo_ng.operators.error import noise_constant
 from ektelo_ng.operators.matrix import Matrix, Product
+from ektelo_ng.operators.matrix.base import BLOCK_ENTRIES
 from ektelo_ng.operators.privacy import PureDP, ZCDP, split_amount
 from ektelo_ng.operators.selection.linear import LinearStrategy
 
@@ -70,13 +74,15 @@ def level_budgets(budget: Budget, shares: Sequence[float]) -> list[PureDP | ZCDP
 @dataclass
 class LevelMeasurements:
     """Every unit's local answers to the workload (units x r), the noise variance of its measurement (its scale),
-    which units were measured, the noise, and each answer's variance at scale 1 (the same for every unit)."""
+    which units were measured, the noise, each answer's variance at scale 1 (the same for every unit), and each
+answer's largest share of it from one strategy row's noise (1 where W A^+ is too large to hold)."""
 
     answers: np.ndarray
     scales: np.ndarray
     measured: np.ndarray
     noise: str
     unit_variances: np.ndarray
+    answer_shares: np.ndarray
 
 
 def _leaf_groups(geography: Geography) -> tuple[np.ndarray, np.ndarray]:
@@ -108,6 +114,10 @@ def measure_levels(vector: Handle, geography: Geography, strategy: LinearStrateg
     local = Product([workload, pinv(strategy.matrix)])  # each unit's least-squares answers: W A^+ y
     constant, norm = noise_constant(strategy.noise)  # each answer's variance at noise variance 1 a strategy row
     unit_variances = strategy.variances(workload) / (constant * strategy.matrix.sensitivity(norm) ** 2)
+    answer_shares = np.ones(workload.shape[0])
+    if local.shape[0] * local.shape[1] <= BLOCK_ENTRIES:
+        squares = local.dense() ** 2
+        answer_shares = squares.max(axis=1) / np.maximum(squares.sum(axis=1), np.finfo(float).tiny)
     answers = np.zeros((tree.units, workload.shape[0]))
     scales, measured = np.ones(tree.units), np.zeros(tree.units, dtype=bool)
     cell = np.tile(np.arange(cells), leaves.size)
@@ -124,7 +134,7 @@ def measure_levels(vector: Handle, geography: Geography, strategy: LinearStrateg
         noisy = _measure(parts, strategy, budget)
         answers[units] = (local @ np.column_stack([n.values for n in noisy])).T
         scales[units], measured[units] = [n.variance for n in noisy], True
-    return LevelMeasurements(answers, scales, measured, strategy.noise, unit_variances)
+    return LevelMeasurements(answers, scales, measured, strategy.noise, unit_variances, answer_shares)
 
 
 def _check_affordable(vector: Handle, spends: list[PureDP | ZCDP]) -> None:
@@ -194,6 +204,9 @@ def estimate_levels(geography: Geography, measured: LevelMeasurements, level: fl
     variances = fit.variances(measured.unit_variances)
     if measured.noise == "gaussian":
         half, method = normal_halfwidths(variances, level), "exact (normal)"
+    elif geography.hierarchy.units <= MAX_WEIGHTED_UNITS:
+        shares = largest_shares(geography.hierarchy, measured.scales, measured.measured)[:, None] * measured.answer_shares
+        half, method = bound_halfwidths(variances, level, shares), "bound (Laplace combination, sound)"
     else:
         half, method = bound_halfwidths(variances, level), "bound (Laplace combination, sound)"
     return HierarchicalRelease(geography, fit, variances, fit.answers - half, fit.answers + half, level, method)

@@ -160,6 +160,27 @@ def shared_gls(hierarchy: Hierarchy, answers, scales, measured=None) -> SharedFi
     return SharedFit(fit.estimates[:, 0, :], fit.covariances[:, 0, 0])
 
 
+#: :func:`unit_weights` holds units x units numbers: up to 25 million (200 MB), past the 3,195 units of counties.
+MAX_WEIGHTED_UNITS = 5000
+
+
+def unit_weights(hierarchy: Hierarchy, scales, measured=None) -> np.ndarray:
+    """G (units x units) of :func:`shared_gls`: unit v's estimate is sum_u G[v, u] z_u (an unmeasured unit's
+    column is 0); the tree run on every unit's impulse."""
+    if hierarchy.units > MAX_WEIGHTED_UNITS:
+        raise ValueError(f"the weights of {hierarchy.units} units would hold {hierarchy.units**2:,} numbers, over "
+                         f"{MAX_WEIGHTED_UNITS}^2")  # fmt: skip
+    return shared_gls(hierarchy, np.eye(hierarchy.units), scales, measured).answers
+
+
+def largest_shares(hierarchy: Hierarchy, scales, measured=None) -> np.ndarray:
+    """For each unit v, the largest share of its estimate's variance that one unit's noise makes:
+    max_u G_vu^2 c_u / sum_u G_vu^2 c_u (c: ``scales``; the sum is v's variance factor)."""
+    G = unit_weights(hierarchy, scales, measured)
+    parts = G**2 * np.asarray(scales, dtype=np.float64)[None, :]
+    return parts.max(axis=1) / parts.sum(axis=1)
+
+
 def _simplex_integers(target: np.ndarray, totals: np.ndarray) -> np.ndarray:
     """Non-negative integers near ``target`` (children x r) whose columns sum to ``totals`` (r, integers >= 0):
     the Euclidean projection onto {c >= 0, sum c = total}, then the largest remainders rounded up."""

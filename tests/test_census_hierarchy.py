@@ -12,7 +12,9 @@ import pytest
 import ektelo_ng as ek
 from ektelo_ng.census_counties import county_table
 from ektelo_ng.census_hierarchy import CountingTransport, estimate_levels, level_budgets, measure_levels, release_levels
+from ektelo_ng.operators.confidence import bound_halfwidths, normal_halfwidths
 from ektelo_ng.operators.geography import nation_states_counties
+from ektelo_ng.operators.hierarchy import largest_shares, unit_weights
 from ektelo_ng.operators.matrix import Identity, Kronecker, Total, VStack
 from ektelo_ng.operators.selection.hdmm import hdmm
 
@@ -113,6 +115,19 @@ def test_the_requests_and_a_laplace_release(tiny, tmp_path):
     assert session.transport.requests - before == 1 + 2 + 2 + geography.hierarchy.units
     assert session.budget.spent.epsilon == 1
     assert done.method.startswith("bound")
+    # the bound is tightened by each answer's largest Laplace term's share, which enumeration confirms exactly
+    measured = measure_levels(_session(tiny, ek.PureDP(1)).source.vectorize(), geography, strategy, WORKLOAD,
+                              level_budgets(ek.PureDP(1), (1, 1, 2)))  # fmt: skip
+    G = unit_weights(geography.hierarchy, measured.scales, measured.measured)
+    Q = WORKLOAD.dense() @ np.linalg.pinv(strategy.matrix.dense())
+    terms = (G[:, :, None, None] * Q[None, None, :, :]) ** 2 * measured.scales[None, :, None, None]  # v, u, j, k
+    exact = terms.max(axis=(1, 3)) / terms.sum(axis=(1, 3))
+    shares = largest_shares(geography.hierarchy, measured.scales)[:, None] * measured.answer_shares
+    np.testing.assert_allclose(shares, exact, rtol=1e-9)
+    tight = estimate_levels(geography, measured)
+    loose = bound_halfwidths(tight.variances, 0.95)
+    halfwidths = (tight.upper - tight.lower) / 2
+    assert np.all(halfwidths <= loose * (1 + 1e-12)) and np.all(halfwidths >= normal_halfwidths(tight.variances, 0.95))
     tables = ["T"] + ["H"] * 2 + ["S"] * 2 + ["HS"] * 4
     path = done.write(tmp_path / "release.csv", labels={"table": tables, "line": [str(j) for j in range(9)]})
     lines = path.read_text().splitlines()

@@ -8,7 +8,7 @@ import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ektelo_ng.operators.hierarchy import Hierarchy, nonnegative_integers, shared_gls, tree_gls
+from ektelo_ng.operators.hierarchy import Hierarchy, largest_shares, nonnegative_integers, shared_gls, tree_gls, unit_weights
 
 
 @st.composite
@@ -93,6 +93,23 @@ def test_children_sum_to_their_parent(tree_and_measured, r, seed):
         np.testing.assert_allclose(fit.answers[children].sum(axis=0), fit.answers[v], rtol=0, atol=1e-9 * 100)
     # every unit is estimated at least as precisely as by its own measurement alone
     assert np.all(fit.factors > 0) and np.all(fit.factors[measured] <= scales[measured] * (1 + 1e-12))
+
+
+@settings(max_examples=40, deadline=None)
+@given(trees(max_units=12), st.integers(0, 2**32 - 1))
+def test_unit_weights_are_the_dense_estimators_and_give_the_largest_shares(tree_and_measured, seed):
+    tree, measured = tree_and_measured
+    scales = np.random.default_rng(seed).uniform(0.2, 5, tree.units)
+    S = _leaf_sums(tree)[measured]  # the measured units over the leaves, one scalar each
+    whitened = S / np.sqrt(scales[measured])[:, None]
+    estimator = _leaf_sums(tree) @ np.linalg.pinv(whitened) / np.sqrt(scales[measured])[None, :]
+    dense = np.zeros((tree.units, tree.units))
+    dense[:, measured] = estimator  # unit v's estimate = sum over measured u of dense[v, u] z_u
+    np.testing.assert_allclose(unit_weights(tree, scales, measured), dense, atol=1e-9)
+    parts = dense**2 * scales
+    np.testing.assert_allclose(largest_shares(tree, scales, measured), parts.max(axis=1) / parts.sum(axis=1), atol=1e-9)
+    np.testing.assert_allclose(parts.sum(axis=1), shared_gls(tree, np.zeros((tree.units, 1)), scales, measured).factors,
+                               rtol=1e-9)  # fmt: skip
 
 
 def test_a_shared_covariance_is_the_dense_estimate_column_by_column():
