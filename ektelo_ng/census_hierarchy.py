@@ -8,8 +8,10 @@ one strategy, chosen without data, at that level's budget (:func:`measure_levels
 - the nation: the vector reduced to the shared cells (``reduce_by_partition``), measured once;
 - each other level: the vector reduced to (unit, cell) and split by unit (``split_by_partition``; the counties
   split the vector itself), each part measured: with Gaussian noise all of a level's parts in one request
-  (``gaussian_batch``: the strategy travels once), with Laplace noise one request a part. The parts of one split are disjoint, so the kernel charges a
-  level the largest of its units' charges (parallel composition), and the levels add (sequential composition).
+  (``gaussian_batch``: the strategy travels once), with Laplace noise one request a part.
+
+The parts of one split are disjoint, so the kernel charges a level the largest of its units' charges (parallel
+composition), and the levels add (sequential composition).
 
 Each unit's measurement gives its local least-squares answers to the workload, and the hierarchical estimate
 (``operators.hierarchy.shared_gls``: every unit has the same strategy, so their covariances share one shape) makes
@@ -30,14 +32,14 @@ from fractions import Fraction
 
 import numpy as np
 
+from ektelo_ng.operators.algebra import pinv
 from ektelo_ng.operators.budget import Budget, accounted, for_noise
 from ektelo_ng.operators.census import write_release
 from ektelo_ng.operators.client import Handle, NoisyAnswer
 from ektelo_ng.operators.confidence import bound_halfwidths, check_level, normal_halfwidths
+from ektelo_ng.operators.error import noise_constant
 from ektelo_ng.operators.geography import Geography
 from ektelo_ng.operators.hierarchy import MAX_WEIGHTED_UNITS, SharedFit, largest_shares, shared_gls
-from ektelo_ng.operators.algebra import pinv
-from ektelo_ng.operators.error import noise_constant
 from ektelo_ng.operators.matrix import Matrix, Product
 from ektelo_ng.operators.matrix.base import BLOCK_ENTRIES
 from ektelo_ng.operators.privacy import PureDP, ZCDP, split_amount
@@ -75,7 +77,7 @@ def level_budgets(budget: Budget, shares: Sequence[float]) -> list[PureDP | ZCDP
 class LevelMeasurements:
     """Every unit's local answers to the workload (units x r), the noise variance of its measurement (its scale),
     which units were measured, the noise, each answer's variance at scale 1 (the same for every unit), and each
-answer's largest share of it from one strategy row's noise (1 where W A^+ is too large to hold)."""
+    answer's largest share of it from one strategy row's noise (1 where W A^+ is too large to hold)."""
 
     answers: np.ndarray
     scales: np.ndarray
