@@ -24,6 +24,10 @@ each coordinate alone, and each coordinate's variance is f_v Q_jj. So the tree c
 unit instead of 500,480 cells. With a rank-deficient strategy, z_v = A^+ y_v estimates the part of x_v the strategy
 sees, and the same holds for every workload the strategy supports.
 
+:func:`unit_weights` gives every unit's weight in every other unit's estimate in the shared-shape case (the tree run
+on each unit's impulse), and :func:`largest_shares` the largest part one unit's noise makes of an estimate's
+variance: what a sound Laplace interval is tightened by.
+
 :func:`nonnegative_integers` is optional post-processing (no privacy cost, biased): non-negative integers that
 still add up, children to parents, and the intervals then describe the unrounded estimate.
 
