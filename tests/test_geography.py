@@ -53,3 +53,15 @@ def test_a_few_states_make_a_smaller_tree():
         nation_states_counties(states=[51])
     with pytest.raises(ValueError, match="unknown level"):
         geography.units("tract")
+
+
+def test_the_docstring_examples_of_the_county_modules_run():
+    import doctest
+
+    import ektelo_ng.census_counties
+    import ektelo_ng.operators.geography
+    import ektelo_ng.operators.hierarchy
+
+    for module in (ektelo_ng.operators.geography, ektelo_ng.operators.hierarchy, ektelo_ng.census_counties):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
