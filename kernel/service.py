@@ -131,9 +131,10 @@ class Kernel:
                 message = f"the kernel could not carry out this request ({type(error).__name__})"
                 response = p.ErrorInfo(error="invalid_request", message=message)
             self._record(_entry(request, response, work))
-            response = encode(response)
-            self._sources.settle()
-            return response
+            try:
+                return encode(response)
+            finally:
+                self._sources.settle()
 
     def _record(self, entry: dict[str, Any]) -> None:
         """Keep ``entry`` in the transcript (its newest TRANSCRIPT_BYTES) and pass it to the journal."""
@@ -179,8 +180,8 @@ class Kernel:
         return p.LineageInfo(graph=nx.node_link_data(page, edges="links"), next=after)
 
     def _transcript_log(self, request: p.TranscriptLog, work: Work) -> p.TranscriptInfo:
-        """The entries from number ``cursor`` (or the oldest kept) on, up to TRANSCRIPT_PAGE bytes; their work and
-        memory checked and counted from their known lengths before the reply is built."""
+        """The entries from number ``cursor`` (or the oldest kept) on, up to TRANSCRIPT_PAGE bytes; their work
+        checked and counted from their known lengths before the reply is built."""
         kept = self._transcript
         start = min(max(0, request.cursor - kept[0][0]["seq"]), len(kept)) if kept else 0
         entries, size, after = [], 0, None

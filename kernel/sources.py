@@ -2,8 +2,9 @@
 
 Sources are random 128-bit ids, so another session's handles are simply unknown. Every source counts
 ``SOURCE_BYTES`` against the memory limit, and a vector its 8 bytes a cell too, taken from the kernel's ``Memory``
-(and the server's) before it is made; ``release`` frees a source and everything derived from it. Their charges stay: each was propagated to the ancestors when it was made, so the
-released nodes leave the lineage and the accountant, and their parent counts them (docs/privacy/accountant.md).
+(and so the server's) before it is made; ``release`` frees a source and everything derived from it. Their charges
+stay: each was propagated to the ancestors when it was made, so the released nodes leave the lineage and the
+accountant, and their parent counts them (docs/privacy/accountant.md).
 """
 
 from __future__ import annotations
