@@ -25,7 +25,7 @@ from . import protocol as p
 from . import transforms as t
 from .accountant import Accountant, BudgetExceeded
 from .ledger import Account, SqliteLedger
-from .limits import BYTE_STEPS, SOURCE_STEPS, Cost, Limits, Memory, Timeout, Work
+from .limits import BYTE_STEPS, SKIP_STEPS, SOURCE_STEPS, Cost, Limits, Memory, Timeout, Work
 from .matrix.leaves import EXACT
 from .noise import NoiseSource
 from .privacy import PureDP, ZCDP
@@ -153,7 +153,7 @@ class Kernel:
         their work checked and counted first, from the public number of sources."""
         graph = self._sources.graph
         count = max(0, min(PAGE, len(graph) - cursor))
-        cost = Cost(min(cursor, len(graph)) + SOURCE_STEPS * count)  # its reply's bytes are bounded by PAGE
+        cost = Cost(SKIP_STEPS * min(cursor, len(graph)) + SOURCE_STEPS * count)  # its reply's bytes: bounded by PAGE
         self._limits.check("this page", cost, self._sources.memory)
         work.step(cost.steps)
         after = cursor + count
@@ -191,7 +191,7 @@ class Kernel:
                 break
             entries.append(entry)
             size += length
-        cost = Cost(start + BYTE_STEPS * size)  # its bytes are bounded by TRANSCRIPT_PAGE
+        cost = Cost(SKIP_STEPS * start + BYTE_STEPS * size)  # its bytes are bounded by TRANSCRIPT_PAGE
         self._limits.check("this page", cost, self._sources.memory)
         work.step(cost.steps)
         return p.TranscriptInfo(seeded=self.seeded, entries=entries, next=after)
