@@ -129,16 +129,18 @@ class Gatekeeper:
         return kernel.handle_json(text, deadline)
 
     def _kernel(self, analyst: str) -> Kernel:
-        """The analyst's kernel, built on its first request (outside the lock: the first requests of different
-        analysts do not wait for each other)."""
+        """The analyst's kernel, built on its first request, once (under the lock: a second one built by a racing
+        first request would hold the server's memory for nothing; a build takes milliseconds, the table's row count
+        being counted once)."""
         kernel = self._kernels.get(analyst)
         if kernel is None:
             share = type(self.ledger.total)(self.ledger.shares(analyst)[0].share)
             journal = None if self.audit is None else lambda entry: self.audit.record(analyst, entry)
-            built = Kernel(self._table, share, ledger=self.ledger.account(analyst), journal=journal, memory=self.memory,
-                           **self._options)
             with self._lock:
-                kernel = self._kernels.setdefault(analyst, built)
+                if analyst not in self._kernels:
+                    self._kernels[analyst] = Kernel(self._table, share, ledger=self.ledger.account(analyst),
+                                                    journal=journal, memory=self.memory, **self._options)
+                kernel = self._kernels[analyst]
         return kernel
 
     def _record(self, analyst: str | None, op: str | None, outcome: str) -> None:

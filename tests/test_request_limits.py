@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import tracemalloc
 from fractions import Fraction
+from unittest import mock
 
 import networkx as nx
 import numpy as np
@@ -28,7 +29,7 @@ from ektelo_ng.gateway.server import ServerLimits
 from ektelo_ng.kernel import protocol as p
 from ektelo_ng.kernel import service
 from ektelo_ng.kernel.domain import Domain
-from ektelo_ng.kernel.limits import BYTE_STEPS, SKIP_STEPS, SOURCE_BYTES, SOURCE_STEPS, Limits
+from ektelo_ng.kernel.limits import BYTE_STEPS, SKIP_STEPS, SOURCE_BYTES, SOURCE_STEPS, Limits, Memory
 from ektelo_ng.kernel.privacy import PureDP
 from ektelo_ng.kernel.table import load_table
 
@@ -392,7 +393,12 @@ def play(gate: Gatekeeper, requests) -> list[str]:
 def test_the_servers_memory_is_what_the_analysts_sources_hold_and_refusals_never_depend_on_the_data(
         tmp_path_factory, requests, total):
     """Any requests of three analysts: after each, the server's memory counts exactly what the sources of every
-    analyst hold, within its budget; and the same requests on a neighbouring table meet the same refusals."""
-    first = play(gatekeeper(tmp_path_factory.mktemp("a"), [3, 0, 5, 1], total), requests)
-    second = play(gatekeeper(tmp_path_factory.mktemp("b"), [3, 1, 5, 1], total), requests)
+    analyst hold, within its budget, and no request gives back more than it took (every source's memory was taken
+    before it was made); the same requests on a neighbouring table meet the same refusals."""
+    given_back = []
+    give = Memory.give
+    with mock.patch.object(Memory, "give", lambda self, less: given_back.append(less) or give(self, less)):
+        first = play(gatekeeper(tmp_path_factory.mktemp("a"), [3, 0, 5, 1], total), requests)
+        second = play(gatekeeper(tmp_path_factory.mktemp("b"), [3, 1, 5, 1], total), requests)
     assert first == second
+    assert min(given_back, default=0) >= 0, "a source was added without its memory taken first"
