@@ -2,11 +2,13 @@
 valid credential, at a bounded rate, with every request in the audit log.
 
 Each analyst's kernel has its own sources, lineage, transcript and handles (another analyst's handles are
-simply unknown to it) and charges that analyst's ``Account``, whose share the ledger keeps within the total.
+simply unknown to it) and charges that analyst's ``Account``, whose share the ledger keeps within the total. Their
+memory is drawn from one budget for the whole server (``server_memory``), so together they hold no more than it.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -20,8 +22,14 @@ from .credentials import matches
 from .server import SessionEnded
 from ..kernel import protocol as p
 from ..kernel.ledger import SqliteLedger
+from ..kernel.limits import Memory
 from ..kernel.service import Kernel
 from ..kernel.table import TableBackend
+
+
+def half_of_this_machine() -> int:
+    """Half this machine's physical memory, in bytes: the default memory of a served table's kernels together."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
 
 
 @dataclass
@@ -68,11 +76,15 @@ class _Serialized(TableBackend):
 
 
 class Gatekeeper:
-    """Who may ask what of one table. ``options`` go to every analyst's ``Kernel`` (seed, max_rows, limits)."""
+    """Who may ask what of one table. ``server_memory``: the bytes all analysts' kernels may hold together (each
+    also within its own ``limits.memory``); ``options`` go to every analyst's ``Kernel`` (seed, max_rows, limits)."""
 
     def __init__(self, table: TableBackend, ledger: SqliteLedger, *, audit: AuditLog | None = None,
-                 rate: Rate | None = None, **options: Any):
+                 rate: Rate | None = None, server_memory: int | None = None, **options: Any):
         self.ledger, self.audit, self._rate, self._options = ledger, audit, rate or Rate(), options
+        self.memory = Memory(half_of_this_machine() if server_memory is None else server_memory,
+                             holder="the server (all its analysts' kernels together)",
+                             advice="the data owner can raise it with `ektelo-ng kernel serve --server-memory`")
         self._table = _Serialized(table)
         self._kernels: dict[str, Kernel] = {}
         self._lock = threading.Lock()
@@ -110,18 +122,25 @@ class Gatekeeper:
             return p.ErrorInfo(error="rate_limited", message=f"more than {self._rate.per_second:g} requests a second "
                                f"(bursts of {self._rate.burst}); nothing was done: wait and retry").model_dump_json()
         self._throttled.discard(analyst)
-        return self._kernel(analyst).handle_json(text, deadline)
+        try:
+            kernel = self._kernel(analyst)
+        except ValueError as full:  # the server's memory has no room for the analyst's first source
+            return p.ErrorInfo(error="busy", message=f"nothing was done: {full}").model_dump_json()
+        return kernel.handle_json(text, deadline)
 
     def _kernel(self, analyst: str) -> Kernel:
-        """The analyst's kernel, built on its first request (outside the lock: the first requests of different
-        analysts do not wait for each other)."""
+        """The analyst's kernel, built on its first request, once (under the lock: a second one built by a racing
+        first request would hold the server's memory for nothing; a build takes milliseconds, the table's row count
+        being counted once)."""
         kernel = self._kernels.get(analyst)
         if kernel is None:
             share = type(self.ledger.total)(self.ledger.shares(analyst)[0].share)
             journal = None if self.audit is None else lambda entry: self.audit.record(analyst, entry)
-            built = Kernel(self._table, share, ledger=self.ledger.account(analyst), journal=journal, **self._options)
             with self._lock:
-                kernel = self._kernels.setdefault(analyst, built)
+                if analyst not in self._kernels:
+                    self._kernels[analyst] = Kernel(self._table, share, ledger=self.ledger.account(analyst),
+                                                    journal=journal, memory=self.memory, **self._options)
+                kernel = self._kernels[analyst]
         return kernel
 
     def _record(self, analyst: str | None, op: str | None, outcome: str) -> None:

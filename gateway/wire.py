@@ -14,9 +14,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .credentials import NAME_PATTERN
+from ..kernel.limits import Limits
 
-MAX_FRAME = 16 << 20
-"""Default largest frame a server reads (16 MiB: a dense 1,000 x 1,000 matrix in base64 is 11 MB)."""
+MAX_FRAME = Limits.request_bytes
+"""Default largest frame a server reads: the longest request a kernel parses (16 MiB: a dense 1,000 x 1,000 matrix
+in base64 is 11 MB)."""
 
 _HEADER = struct.Struct(">I")
 

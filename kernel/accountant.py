@@ -141,8 +141,10 @@ class Accountant:
     def spent(self, node: str | None = None) -> Fraction:
         return self._nodes[node or self.root].spent
 
-    def per_source(self) -> dict[str, Fraction]:
-        return {name: n.spent for name, n in self._nodes.items() if not n.is_partition}
+    def per_source(self, names: list[str] | None = None) -> dict[str, Fraction]:
+        """The spend of each source (of ``names``, if given) but partition nodes."""
+        nodes = self._nodes if names is None else {name: self._nodes[name] for name in names}
+        return {name: n.spent for name, n in nodes.items() if not n.is_partition}
 
     def as_budget(self, value: Fraction) -> PureDP | ZCDP:
         """``value`` as a budget of the session's kind, rounded up onto its grid (as a charge of it is)."""

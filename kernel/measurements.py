@@ -86,7 +86,7 @@ def _selection(
 
 
 def _check(sources: Sources, what: str, cost: Cost) -> None:
-    sources.limits.check(what, cost, sources.held)
+    sources.limits.check(what, cost, sources.memory)
 
 
 # ---- linear answers -----------------------------------------------------------------------------------------------

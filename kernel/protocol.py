@@ -256,15 +256,27 @@ class MarginalSelect(_OnSource):
         return self
 
 
-class BudgetStatus(_Message):
+class _Paged(_Message):
+    """Public state, a page at a time: from ``cursor`` (0, then each reply's ``next``) on."""
+
+    cursor: Annotated[int, Field(ge=0, lt=1 << 63)] = 0
+
+
+class BudgetStatus(_Paged):
+    """The budget, and the spend of a page of the sources, in the order they were made."""
+
     op: Literal["budget"] = "budget"
 
 
-class LineageGraph(_Message):
+class LineageGraph(_Paged):
+    """A page of the lineage: sources in the order they were made, each with the derivation that made it."""
+
     op: Literal["lineage"] = "lineage"
 
 
-class TranscriptLog(_Message):
+class TranscriptLog(_Paged):
+    """A page of the transcript, from the entry numbered ``cursor`` (or the oldest kept) on."""
+
     op: Literal["transcript"] = "transcript"
 
 
@@ -358,7 +370,12 @@ class Splits(_Message):
     seeded: bool
 
 
-class BudgetInfo(_Message):
+class _Page(_Message):
+    next: int | None = None
+    """The cursor of the next page, None after the last."""
+
+
+class BudgetInfo(_Page):
     """The session's budget; ``seeded`` says the kernel draws reproducible (non-secure) noise."""
 
     kind: Literal["budget"] = "budget"
@@ -369,12 +386,15 @@ class BudgetInfo(_Message):
     seeded: bool = False
 
 
-class LineageInfo(_Message):
+class LineageInfo(_Page):
+    """A page of the lineage graph (networkx's node-link data): its sources with their data and spend, the edges into
+    them (a parent listed on an earlier page appears by its id only)."""
+
     kind: Literal["lineage"] = "lineage"
     graph: dict[str, Any]
 
 
-class TranscriptInfo(_Message):
+class TranscriptInfo(_Page):
     kind: Literal["transcript"] = "transcript"
     seeded: bool
     entries: list[dict[str, Any]]

@@ -25,7 +25,7 @@ from . import protocol as p
 from . import transforms as t
 from .accountant import Accountant, BudgetExceeded
 from .ledger import Account, SqliteLedger
-from .limits import Limits, Timeout, Work
+from .limits import BYTE_STEPS, SKIP_STEPS, SOURCE_STEPS, Cost, Limits, Memory, Timeout, Work
 from .matrix.leaves import EXACT
 from .noise import NoiseSource
 from .privacy import PureDP, ZCDP
@@ -36,8 +36,15 @@ MAX_ROWS = 1 << 32
 """Default public bound on the table's records, on which the kernel's rounding-error bounds rest."""
 
 TRANSCRIPT_BYTES = 1 << 23
-"""What a kernel keeps of its transcript in memory, and replies with: its newest entries, up to 8 MiB of JSON (a
-served kernel's audit log keeps them all, on disk)."""
+"""What a kernel keeps of its transcript in memory: its newest entries, up to 8 MiB of JSON (a served kernel's audit
+log keeps them all, on disk)."""
+
+PAGE = 1024
+"""Sources one ``budget`` or ``lineage`` reply lists (a few hundred bytes of JSON each). Pages are not drawn from
+memory (their bytes are bounded), so an analyst whose memory is full can still read its state and release."""
+
+TRANSCRIPT_PAGE = 1 << 20
+"""Bytes of entries one ``transcript`` reply lists (and at least one entry)."""
 
 
 class Kernel:
@@ -53,11 +60,13 @@ class Kernel:
         max_rows: int = MAX_ROWS,
         limits: Limits = Limits(),
         journal: Callable[[dict[str, Any]], None] | None = None,
+        memory: Memory | None = None,
     ):
         """``max_rows`` is a public bound on the table's records (checked here, never released otherwise):
         rounding-error bounds, hence charges, rest on it, so a tighter one gives slightly less noise. ``ledger``:
         an analyst's ``Account``, or a file where this kernel spends the whole budget as the analyst "owner";
-        ``journal`` receives each transcript entry (the served kernel's audit log)."""
+        ``journal`` receives each transcript entry (the served kernel's audit log); ``memory``: the server's, which this
+        kernel's memory is drawn from, shared with the other analysts' kernels."""
         if not isinstance(budget, (PureDP, ZCDP)):
             raise TypeError("budget must be PureDP(epsilon) or ZCDP(rho)")
         if not 1 <= max_rows < EXACT / 2:
@@ -70,7 +79,7 @@ class Kernel:
         self._transcript: deque[tuple[dict[str, Any], int]] = deque()  # each entry with its JSON length
         self._transcript_bytes = 0
         self._requests = itertools.count()
-        self._sources = Sources(table, limits, float(max_rows))
+        self._sources = Sources(table, limits, float(max_rows), memory)
         if isinstance(ledger, (str, Path)):
             ledger = SqliteLedger(ledger, budget).account("owner", budget.value)
         self._accountant = self._sources.accountant = Accountant(budget, self._sources.root, ledger)
@@ -92,13 +101,14 @@ class Kernel:
             with self._lock:
                 self._record({"op": None, "charge": None, "outcome": "invalid_request", "work": 0})
             return p.ErrorInfo(error="invalid_request", message=message).model_dump_json()
-        return self.handle(request, deadline).model_dump_json()
+        return self.handle(request, deadline, lambda response: response.model_dump_json())
 
-    def handle(self, request, deadline: float | None = None) -> Any:
+    def handle(self, request, deadline: float | None = None, encode: Callable[[Any], Any] = lambda reply: reply) -> Any:
         """Answer one request: its operation validates and prepares it from public facts (refusing, before any work,
         what is malformed or over a limit); a measurement's charges are then planned (refusing, before any data is
         read, what the budget cannot cover), its data read (stopped at the deadline), charged at this one site, and
-        released, which only draws noise and cannot fail. Every outcome becomes one transcript entry."""
+        released, which only draws noise and cannot fail. Every outcome becomes one transcript entry. The response
+        is returned through ``encode`` (``handle_json``: as JSON) before the request's working memory is given back."""
         with self._lock:
             work = Work(deadline)
             try:
@@ -121,7 +131,10 @@ class Kernel:
                 message = f"the kernel could not carry out this request ({type(error).__name__})"
                 response = p.ErrorInfo(error="invalid_request", message=message)
             self._record(_entry(request, response, work))
-            return response
+            try:
+                return encode(response)
+            finally:
+                self._sources.settle()
 
     def _record(self, entry: dict[str, Any]) -> None:
         """Keep ``entry`` in the transcript (its newest TRANSCRIPT_BYTES) and pass it to the journal."""
@@ -135,25 +148,53 @@ class Kernel:
             self._journal(entry)
 
     # ---- public state ------------------------------------------------------------------------------------------
+    def _page(self, cursor: int, work: Work) -> tuple[list[str], int | None]:
+        """Up to PAGE sources from position ``cursor`` on, in the order they were made, and the next page's cursor;
+        their work checked and counted first, from the public number of sources."""
+        graph = self._sources.graph
+        count = max(0, min(PAGE, len(graph) - cursor))
+        cost = Cost(SKIP_STEPS * min(cursor, len(graph)) + SOURCE_STEPS * count)  # its reply's bytes: bounded by PAGE
+        self._limits.check("this page", cost, self._sources.memory)
+        work.step(cost.steps)
+        after = cursor + count
+        return list(itertools.islice(graph, cursor, after)), after if after < len(graph) else None
+
     def _budget(self, request: p.BudgetStatus, work: Work) -> p.BudgetInfo:
+        names, after = self._page(request.cursor, work)
         a = self._accountant
         spent = a.spent()
         return p.BudgetInfo(
             total=a.total,
             spent=a.as_budget(spent),
             remaining=a.as_budget(a.total.value - spent),
-            per_source={name: a.as_budget(value) for name, value in a.per_source().items()},
+            per_source={name: a.as_budget(value) for name, value in a.per_source(names).items()},
             seeded=self.seeded,
+            next=after,
         )
 
     def _lineage(self, request: p.LineageGraph, work: Work) -> p.LineageInfo:
-        graph = self._sources.graph.copy()
-        for name, data in graph.nodes(data=True):
-            data["spent"] = str(self._accountant.spent(name))
-        return p.LineageInfo(graph=nx.node_link_data(graph, edges="links"))
+        names, after = self._page(request.cursor, work)
+        graph = self._sources.graph
+        page = nx.DiGraph(list(graph.in_edges(names, data=True)))
+        page.add_nodes_from((name, {**graph.nodes[name], "spent": str(self._accountant.spent(name))}) for name in names)
+        return p.LineageInfo(graph=nx.node_link_data(page, edges="links"), next=after)
 
     def _transcript_log(self, request: p.TranscriptLog, work: Work) -> p.TranscriptInfo:
-        return p.TranscriptInfo(seeded=self.seeded, entries=[entry for entry, _ in self._transcript])
+        """The entries from number ``cursor`` (or the oldest kept) on, up to TRANSCRIPT_PAGE bytes; their work
+        checked and counted from their known lengths before the reply is built."""
+        kept = self._transcript
+        start = min(max(0, request.cursor - kept[0][0]["seq"]), len(kept)) if kept else 0
+        entries, size, after = [], 0, None
+        for entry, length in itertools.islice(kept, start, None):
+            if entries and size + length > TRANSCRIPT_PAGE:
+                after = entry["seq"]
+                break
+            entries.append(entry)
+            size += length
+        cost = Cost(SKIP_STEPS * start + BYTE_STEPS * size)  # its bytes are bounded by TRANSCRIPT_PAGE
+        self._limits.check("this page", cost, self._sources.memory)
+        work.step(cost.steps)
+        return p.TranscriptInfo(seeded=self.seeded, entries=entries, next=after)
 
 
 def _on_sources(operation: Callable) -> Callable[[Kernel, Any, Work], Any]:

@@ -1,9 +1,10 @@
 """An analyst's sources: the table and what was derived from it, their lineage, and the memory they hold.
 
 Sources are random 128-bit ids, so another session's handles are simply unknown. Every source counts
-``SOURCE_BYTES`` against the memory limit, and a vector its 8 bytes a cell too; ``release`` frees a source and
-everything derived from it. Their charges stay: each was propagated to the ancestors when it was made, so the
-released nodes leave the lineage and the accountant, and their parent counts them (docs/privacy/accountant.md).
+``SOURCE_BYTES`` against the memory limit, and a vector its 8 bytes a cell too, taken from the kernel's ``Memory``
+(and so the server's) before it is made; ``release`` frees a source and everything derived from it. Their charges
+stay: each was propagated to the ancestors when it was made, so the released nodes leave the lineage and the
+accountant, and their parent counts them (docs/privacy/accountant.md).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from . import protocol as p
 from .accountant import Accountant
 from .domain import Domain
-from .limits import RAISE, SOURCE_BYTES, Limits
+from .limits import RAISE, SOURCE_BYTES, Limits, Memory
 from .predicate import Predicate
 from .table import TableBackend
 
@@ -55,13 +56,15 @@ class UnknownSource(KeyError):
 class Sources:
     """The sources of one kernel session, with their lineage graph; ``accountant`` tracks their spends."""
 
-    def __init__(self, table: TableBackend, limits: Limits, max_rows: float):
-        """``max_rows``: the public bound on the table's records, which bounds every histogram's L1 norm."""
+    def __init__(self, table: TableBackend, limits: Limits, max_rows: float, server: Memory | None = None):
+        """``max_rows``: the public bound on the table's records, which bounds every histogram's L1 norm;
+        ``server``: the memory this kernel's is drawn from (shared by a served table's analysts)."""
         self.limits, self.max_rows = limits, max_rows
-        self.held = 0
+        self.memory, self.held = Memory(limits.memory, server), 0  # what a request took, then what the sources hold
         self._data: dict[str, Table | Vector | None] = {}
         self.graph = nx.DiGraph()
         self.accountant: Accountant | None = None  # set by the kernel, whose accountant is built on the root
+        self.reserve(1, 0, "the table's root")
         self.root = self.add(None, Table(table, tuple(range(len(table.domain))), None), "table", Fraction(1))
 
     @staticmethod
@@ -70,14 +73,19 @@ class Sources:
         return SOURCE_BYTES + (8 * source.values.size if isinstance(source, Vector) else 0)
 
     def reserve(self, sources: int, cells: int, what: str) -> None:
-        """Refuse, before anything is built, ``sources`` new sources holding ``cells`` vector cells in all."""
-        self.limits.hold(self.held, sources * SOURCE_BYTES + 8 * cells, what)
+        """Take, before anything is built, the memory of ``sources`` new sources holding ``cells`` vector cells in
+        all, or refuse them."""
+        self.memory.take(sources * SOURCE_BYTES + 8 * cells, what)
         if len(self._data) + sources > self.limits.sources:
             raise ValueError(
                 f"{what} would make {sources} sources, and the kernel holds {len(self._data)} already: over its "
                 f"limit of {self.limits.sources} sources; release sources you no longer need (the 'release' "
                 "request), or " + RAISE.format(option="sources", flag="sources")
             )
+
+    def settle(self) -> None:
+        """At the end of a request: keep what the sources hold, and give back the rest it took."""
+        self.memory.give(self.memory.held - self.held)
 
     def add(
         self, parent: str | None, source: Table | Vector | None, op: str, stability: Fraction, kind: str | None = None

@@ -84,7 +84,8 @@ def transform(sources: Sources, request: p.Transform, work: Work) -> p.SourceInf
     matrix's exact largest column L1 norm (docs/privacy/arithmetic.md#exact-transforms)."""
     vector = sources.get(request.source, Vector)
     cost = SealedMatrix.cost(request.matrix, sources.limits, vector.values.size)
-    sources.limits.check("this transform", cost.build + cost.apply, sources.held)
+    sources.limits.check("this transform", cost.build + cost.apply, sources.memory)
+    sources.reserve(1, cost.rows, "the transformed vector")
     M = SealedMatrix(request.matrix, work)
     stability = M.stability()
     bound = stability * vector.bound  # an integer: both are
@@ -99,7 +100,6 @@ def transform(sources: Sources, request: p.Transform, work: Work) -> p.SourceInf
             "a transform's products on this vector must stay exact integers (below 2^53 on its public "
             "bound of records): split the matrix, or measure it instead"
         )
-    sources.reserve(1, M.shape[0], "the transformed vector")
     child = Vector(np.rint(M.apply(vector.values, work)).astype(np.int64), float(bound))
     return sources.info(sources.add(request.source, child, "transform", Fraction(stability)))
 

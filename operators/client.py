@@ -163,18 +163,31 @@ class Session:
             self._root = Handle(self, self.request(p.Root()))
         return self._root
 
+    def _pages(self, message: type[p.BudgetStatus | p.LineageGraph | p.TranscriptLog]) -> list:
+        """Every page of the kernel's reply to ``message``: each names the cursor of the next (pages read while
+        sources are released may miss or repeat some)."""
+        pages = [self.request(message())]
+        while pages[-1].next is not None:
+            pages.append(self.request(message(cursor=pages[-1].next)))
+        return pages
+
     @property
     def budget(self) -> BudgetView:
-        info = self.request(p.BudgetStatus())
-        return BudgetView(info.total, info.spent, info.remaining, dict(info.per_source), info.seeded)
+        pages = self._pages(p.BudgetStatus)
+        per_source = {name: spent for page in pages for name, spent in page.per_source.items()}
+        info = pages[0]
+        return BudgetView(info.total, info.spent, info.remaining, per_source, info.seeded)
 
     def lineage(self) -> nx.DiGraph:
         """The lineage graph: sources, derivations with their stability, spend per source."""
-        return nx.node_link_graph(self.request(p.LineageGraph()).graph, edges="links")
+        graph = nx.DiGraph()
+        for page in self._pages(p.LineageGraph):
+            graph.update(nx.node_link_graph(page.graph, edges="links"))
+        return graph
 
     def transcript(self) -> list[dict]:
         """Every request so far with its charge and outcome (requests, never data)."""
-        return self.request(p.TranscriptLog()).entries
+        return [entry for page in self._pages(p.TranscriptLog) for entry in page.entries]
 
     def gaussian_batch(self, handles: Sequence[Handle], matrices: Sequence[Matrix],
                        rho: Sequence[float | Fraction | str] | None = None,

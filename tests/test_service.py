@@ -78,8 +78,9 @@ _count = iter(range(10**6))
 
 @contextlib.contextmanager
 def running(folder: Path, transport: str, limits: ServerLimits = ServerLimits(), rate: Rate | None = None,
-            audit: Path | None = None, audit_quota: int = QUOTA):
-    """A served table with analysts alice (share 1), bob (1/2) and carol (1/4) of a total of 2, shut down on exit."""
+            audit: Path | None = None, audit_quota: int = QUOTA, **options):
+    """A served table with analysts alice (share 1), bob (1/2) and carol (1/4) of a total of 2, shut down on exit;
+    ``options`` go to the gatekeeper."""
     where = folder / f"s{next(_count)}"
     where.mkdir()
     table, domain = write_table(where)
@@ -87,7 +88,7 @@ def running(folder: Path, transport: str, limits: ServerLimits = ServerLimits(),
     credentials = {name: Credential.read(directory.add_analyst(name, Fraction(share)))
                    for name, share in [("alice", 1), ("bob", "1/2"), ("carol", "1/4")]}
     gate = Gatekeeper(open_table(table, parse_domain(domain)), directory.ledger(),
-                      audit=AuditLog(audit or directory.audit_path, quota=audit_quota), rate=rate)
+                      audit=AuditLog(audit or directory.audit_path, quota=audit_quota), rate=rate, **options)
     if transport == "unix":
         server, address = serving(gate, f"unix:{where / 'k.sock'}", limits=limits)
     elif transport == "loopback":  # TCP without TLS: refused

@@ -92,6 +92,9 @@ def register(subcommands) -> None:
     serve.add_argument("--memory", type=int, default=Limits.memory,
                        help=f"bytes each analyst's kernel may hold: its sources and one request's working memory "
                        f"(default {Limits.memory})")
+    serve.add_argument("--server-memory", type=int,
+                       help="bytes all analysts' kernels may hold together, each within --memory: a request past it is "
+                       "refused before any work (default: half this machine's memory)")
     serve.add_argument("--work", type=int, default=Limits.work,
                        help=f"steps of work one request may take, counted before it runs (default {Limits.work})")
     serve.add_argument("--sources", type=int, default=Limits.sources,
@@ -103,6 +106,9 @@ def register(subcommands) -> None:
                        help=f"longest request a kernel parses, in bytes (default {Limits.request_bytes})")
     serve.add_argument("--request-objects", type=int, default=Limits.request_objects,
                        help=f"most JSON objects in one request (default {Limits.request_objects})")
+    serve.add_argument("--request-values", type=int, default=Limits.request_values,
+                       help=f"most JSON values in one request, counted before it is parsed (default "
+                       f"{Limits.request_values})")
     serve.add_argument("--audit-quota", type=int, default=QUOTA,
                        help="bytes of audit log each analyst may fill per run of the server, past which its requests "
                        "are refused (runs of uncharged requests are written as counts)")
@@ -191,9 +197,10 @@ def run_serve(args: argparse.Namespace) -> int:
     audit = AuditLog(directory.audit_path, quota=args.audit_quota, warn=lambda message: print(
         f"ektelo-ng kernel: warning: {message}", file=sys.stderr, flush=True))
     limits = Limits(max_cells=args.max_cells, memory=args.memory, work=args.work, sources=args.sources,
-                    scans=args.scans, request_bytes=args.request_bytes, request_objects=args.request_objects)
+                    scans=args.scans, request_bytes=args.request_bytes, request_objects=args.request_objects,
+                    request_values=args.request_values)
     gate = Gatekeeper(table, ledger, audit=audit, rate=Rate(args.rate, max(1, int(2 * args.rate))), seed=args.seed,
-                      max_rows=args.max_rows, limits=limits)
+                      max_rows=args.max_rows, limits=limits, server_memory=args.server_memory)
     listen = args.listen or f"unix:{directory.path / 'kernel.sock'}"
     tls = None if listen.startswith("unix:") else directory.server_context()
     server_limits = ServerLimits(connections=args.max_connections, per_analyst=args.per_analyst, frame=args.max_frame,
