@@ -27,7 +27,6 @@ import pytest
 import ektelo_ng as ek
 from ektelo_ng import sandbox
 from ektelo_ng.gateway.owner import init_service
-
 from tests.served import start_server, write_table
 
 HOSTILE = r'''
@@ -91,7 +90,7 @@ def kernel_report(output: str) -> list[str]:
 
 
 @pytest.mark.parametrize("seed", [None, "7"])
-def test_a_plan_that_rewrites_ledgers_and_fakes_its_report_spends_its_budget_and_no_more(tmp_path, seed):
+def test_a_plan_that_rewrites_ledgers_and_fakes_its_report_spends_its_budget_and_no_more(tmp_path, sandboxed, seed):
     plan, table, domain = write(tmp_path)
     extra = ["--seed", seed] if seed else []
     done = run(str(plan), "--table", str(table), "--domain", str(domain), "--budget", "epsilon=1", *extra)
@@ -313,15 +312,6 @@ def attack(folder: Path, code: str, *extra: str, prefix: tuple[str, ...] = (), e
     return done
 
 
-@pytest.fixture()
-def sandboxed():
-    """Skips where no sandbox can be made here (the reason: what is missing, and how to get it)."""
-    try:
-        sandbox.check()
-    except sandbox.SandboxUnavailable as error:
-        pytest.skip(str(error))
-
-
 def test_a_plan_cannot_read_the_table_through_the_kernels_command_line_and_directory(tmp_path, sandboxed):
     done = attack(tmp_path, READ_TABLE)
     assert "LEAKED" not in done.stdout and f"refused {tmp_path / 't.csv'}" in done.stdout, done.stdout
@@ -354,7 +344,7 @@ def _processes_with(marker: str) -> list[int]:
 def _survivors(marker: str) -> dict[str, int]:
     """How many of the OUTLIVE plan's grandchildren are alive, by session; killed once counted."""
     found = {where: _processes_with(f"{marker}-{where}") for where in ("own-session", "same-session")}
-    for pid in sum(found.values(), []):
+    for pid in (pid for pids in found.values() for pid in pids):
         os.kill(pid, signal.SIGKILL)
     return {where: len(pids) for where, pids in found.items()}
 

@@ -180,7 +180,9 @@ def plan(source, workload, budget):
 
 
 @pytest.mark.parametrize("in_process", [False, True])
-def test_run_keeps_the_data_out_of_the_plans_process_unless_asked(tmp_path, capsys, in_process):
+def test_run_keeps_the_data_out_of_the_plans_process_unless_asked(tmp_path, capsys, request, in_process):
+    if not in_process:
+        request.getfixturevalue("sandboxed")  # ektelo-ng run runs the plan in its sandbox
     write_table(tmp_path)
     (tmp_path / "nosy.py").write_text(_NOSY_PLAN)
     assert main(["run", str(tmp_path / "nosy.py"), "--table", str(tmp_path / "data.csv"), "--domain",

@@ -31,7 +31,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from ektelo_ng import sandbox
-
 from ektelo_ng.figures import pyplot
 from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
 from ektelo_ng.gateway.wire import FrameTooLarge, read_frame, write_frame
