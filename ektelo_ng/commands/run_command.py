@@ -207,7 +207,7 @@ def answer_and_report(args: argparse.Namespace, session: Session, answered) -> i
     try:
         code, answers = answered()
         if answers is not None:
-            write_answers(args, answers, session.source.domain)
+            write_answers(args, answers, session.source.domain if args.synthetic else None)
     finally:
         report_kernel(args, session, answers)
     return code
@@ -242,27 +242,33 @@ def run_child(args: argparse.Namespace, transport) -> tuple[int, PlanAnswers | N
         for descriptor in outputs:
             os.set_blocking(descriptor, False)
             selector.register(descriptor, selectors.EVENT_READ)
-        while not _ended(child):
-            for key, _ in selector.select(timeout=0.1):
-                if key.fileobj is results:
-                    _receive(results, received, selector)
-                elif key.fileobj is not ours:
-                    _relay(key.fd, outputs[key.fd], selector)
-                elif (frame := _request(ours)) is None:
-                    selector.unregister(ours)
-                else:
-                    write_frame(ours, transport(frame.decode("utf-8")).encode("utf-8"))
-        with contextlib.suppress(ProcessLookupError):  # the child is not yet reaped: its group id is still its own
-            os.killpg(child.pid, signal.SIGKILL)
-        child.wait()
-        for descriptor, stream in outputs.items():  # what the child wrote before it ended, and nothing later
-            while _relay(descriptor, stream, selector):
-                pass
-        while _receive(results, received, selector):
-            pass
+        try:
+            while not _ended(child):
+                for key, _ in selector.select(timeout=0.1):
+                    if key.fileobj is results:
+                        _receive(results, received, selector)
+                    elif key.fileobj is not ours:
+                        _relay(key.fd, outputs[key.fd], selector)
+                    elif (frame := _request(ours)) is None:
+                        selector.unregister(ours)
+                    else:
+                        write_frame(ours, transport(frame.decode("utf-8")).encode("utf-8"))
+        finally:  # ended, or run interrupted: the child is not yet reaped, so its group id is still its own
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        for _ in range(_DRAIN_READS):  # what the child wrote before it ended, and nothing later
+            if not any([*(_relay(fd, stream, selector) for fd, stream in outputs.items()),
+                        _receive(results, received, selector)]):
+                break
     child.stdout.close()
     child.stderr.close()
     return child.returncode, _answers(received, child.returncode)
+
+
+_DRAIN_READS = 256
+"""Reads of each pipe and socket once the child has ended: what it left there fits in far fewer (a pipe holds 64
+KiB, a socket a few hundred KiB), and a process it left behind (--unsandboxed) cannot keep ``run`` reading."""
 
 
 def _ended(child: subprocess.Popen) -> bool:
@@ -296,18 +302,18 @@ def _relay(descriptor: int, stream, selector: selectors.BaseSelector) -> bool:
 
 
 def _receive(results: socket.socket, received: bytearray, selector: selectors.BaseSelector) -> bool:
-    """Add what the answers' socket holds now to ``received``, up to one byte past the limit; False once it is
-    empty, closed or past the limit."""
+    """Add what the answers' socket holds now to ``received``, keeping one byte past the limit at most (the rest
+    is read, so that the child is not stuck writing it, and dropped); False once it is empty or closed."""
     try:
         chunk = results.recv(1 << 20)
     except BlockingIOError:
         return False
-    received += chunk
-    if chunk and len(received) <= ANSWERS_BYTES:
-        return True
-    if results in selector.get_map():
-        selector.unregister(results)
-    return False
+    if not chunk:
+        if results in selector.get_map():
+            selector.unregister(results)
+        return False
+    received += chunk[: max(0, ANSWERS_BYTES + 1 - len(received))]
+    return True
 
 
 ANSWERS_BYTES = 1 << 28
@@ -370,7 +376,8 @@ class PlanAnswers(BaseModel):
         """``estimate``'s answers to ``workload`` at ``level``, with its synthetic records and fit if asked."""
         records = estimate.records(workload, level)
         model = synthetic and hasattr(estimate, "synthetic")
-        return cls(note=estimate.note, level=level, method=records[0]["method"] if records else "",
+        return cls(note=estimate.note, level=records[0]["level"] if records else level,
+                   method=records[0]["method"] if records else "",
                    **{name: [r[key] for r in records] for name, key in
                       (("queries", "query"), ("answers", "answer"), ("variances", "variance"), ("lower", "lower"),
                        ("upper", "upper"))},
@@ -430,9 +437,9 @@ def answer_plan(args: argparse.Namespace, plan, budget: Budget, session: Session
                           history=bool(args.plot))
 
 
-def write_answers(args: argparse.Namespace, answers: PlanAnswers, domain: Domain) -> None:
-    """Print the plan's answers and write its synthetic records and the plot of its fit (--out: ``report_kernel``,
-    with the kernel's report)."""
+def write_answers(args: argparse.Namespace, answers: PlanAnswers, domain: Domain | None) -> None:
+    """Print the plan's answers and write its synthetic records (over the table's ``domain``) and the plot of its
+    fit (--out: ``report_kernel``, with the kernel's report)."""
     records = ReturnedEstimate(answers).records()
     shown = ", ".join(_shown(r) for r in records[:6]) + (" ..." if len(records) > 6 else "")
     print(f"{args.plan}: {len(records)} answers: {shown}")
