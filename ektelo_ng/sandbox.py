@@ -80,10 +80,12 @@ def check(network: bool = False) -> None:
     with confined([shutil.which("true") or "/bin/true"], [], network=network) as (command, descriptors):
         done = subprocess.run(command, pass_fds=descriptors, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SandboxUnavailable(f"no sandbox for the plan: bwrap could not make one ({done.stderr.strip()}); "
-                                 "it needs user namespaces, or root: run as root, or enable them (sysctl "
-                                 "user.max_user_namespaces, kernel.apparmor_restrict_unprivileged_userns), or give "
-                                 "--unsandboxed to run the plan as yourself, able to read every file you can")
+        needs = ("as root, the right to make namespaces (a container started without CAP_SYS_ADMIN has none)"
+                 if os.geteuid() == 0 else "user namespaces for your user (sysctl user.max_user_namespaces, "
+                 "kernel.apparmor_restrict_unprivileged_userns), or root")
+        raise SandboxUnavailable(f"no sandbox for the plan: bwrap could not make one ({done.stderr.strip()}); it "
+                                 f"needs {needs}; or give --unsandboxed to run the plan as yourself, able to read "
+                                 "every file you can")
 
 
 def check_hidden(private: dict[str, Path]) -> None:

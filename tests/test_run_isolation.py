@@ -203,6 +203,7 @@ for _ in range(600):  # until the run has written its report (bounded: 30 s at m
 def plan(source, workload, budget):
     """Leave a grandchild in its own session that rewrites --out and prints a forged report after the real one."""
     answers = measured(source, budget)
+    print("my own arguments:", sys.argv)  # the --out path is not among them
     for pid, argv, cwd in runs():
         out = option(argv, "--out")
         if out is None or cwd is None:
@@ -324,6 +325,7 @@ def test_a_plan_can_neither_read_nor_open_for_writing_the_kernels_memory(tmp_pat
 
 def test_a_grandchild_cannot_rewrite_the_out_file_or_print_after_the_report(tmp_path, sandboxed):
     done = attack(tmp_path, FORGE_REPORT, "--out", "out.json")
+    assert "out.json" not in next(line for line in done.stdout.splitlines() if line.startswith("my own arguments"))
     assert json.loads((tmp_path / "out.json").read_text())["budget_spent"] == "1"
     assert done.stdout.count("from the kernel, not the plan") == 1, done.stdout
     report = kernel_report(done.stdout)
