@@ -23,6 +23,7 @@ from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.limits import Limits
 from ektelo_ng.kernel.service import MAX_ROWS, Kernel
 from ektelo_ng.kernel.table import TableBackend, load_table
+from ektelo_ng.sandbox import make_undumpable
 
 BACKENDS = ("numpy", "duckdb", "spark")
 
@@ -75,6 +76,7 @@ def protect(
     gives slightly less noise on real-valued strategies; ``limits`` caps the cells one request may build and the
     memory the kernel holds (kernel.limits).
     """
+    make_undumpable()  # other processes of this user cannot read the rows out of this one's memory
     kernel = Kernel(open_table(table, domain, backend), accounted(budget), seed=seed, ledger=ledger, max_rows=max_rows,
                     limits=limits)
     return Session(kernel.handle_json)

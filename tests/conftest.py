@@ -5,8 +5,21 @@ the libraries this process has already loaded."""
 
 import os
 
+import pytest
 from threadpoolctl import threadpool_limits
 
 for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 threadpool_limits(1)
+
+
+@pytest.fixture()
+def sandboxed():
+    """For a test of ``ektelo-ng run``'s default mode: skipped where no sandbox for the plan can be made here (the
+    reason says what is missing and how to get it; .ci/run installs bubblewrap)."""
+    from ektelo_ng import sandbox
+
+    try:
+        sandbox.check()
+    except sandbox.SandboxUnavailable as error:
+        pytest.skip(str(error))

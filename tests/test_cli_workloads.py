@@ -88,6 +88,7 @@ UP_TO_PAIRS = [s for k in range(3) for s in itertools.combinations(range(4), k)]
     ("HB", "epsilon=1", "0,3", [(0, 3)]),
     ("ResidualPlanner", "rho=0.5", "kway:5x2x3x4:1", [(0,), (1,), (2,), (3,)]),  # the sizes typed out still work
 ])
+@pytest.mark.usefixtures("sandboxed")  # ektelo-ng run runs the plan in its sandbox
 def test_marginal_workloads_are_read_against_the_domain(tmp_path, table, plan, budget, workload, subsets):
     done = run(plan, workload, budget, tmp_path)
     assert done.returncode == 0, done.stderr
@@ -122,6 +123,7 @@ def test_kway_without_a_domain_says_what_it_needs(tmp_path):
     assert "expected kway:N1xN2x...:K" in done.stderr and "need the table's domain" in done.stderr
 
 
+@pytest.mark.usefixtures("sandboxed")  # ektelo-ng run runs the plan in its sandbox
 def test_the_lineage_counts_identical_sibling_vectorizations(tmp_path, table):
     done = run("ResidualPlanner", "kway:2", "rho=0.5", tmp_path)
     assert done.returncode == 0, done.stderr
@@ -134,6 +136,7 @@ def test_the_lineage_counts_identical_sibling_vectorizations(tmp_path, table):
     assert lineage["tree"] == [{"depth": 1, "op": "vectorize", "stability": "1", "count": 3}]
 
 
+@pytest.mark.usefixtures("sandboxed")  # ektelo-ng run runs the plan in its sandbox
 def test_the_lineage_is_a_tree_with_children_under_their_parent(tmp_path, table):
     (tmp_path / "siblings.py").write_text(SIBLINGS)
     done = run("siblings.py", None, "epsilon=1", tmp_path)

@@ -54,6 +54,7 @@ def one_error_line(done: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+@pytest.mark.usefixtures("sandboxed")  # ektelo-ng run runs the plan in its sandbox
 def test_a_parquet_table_goes_through_run_and_protect(folder):
     duckdb = pytest.importorskip("duckdb")
     duckdb.connect().execute(f"COPY (SELECT * FROM read_csv_auto('{folder / 't.csv'}')) TO '{folder / 't.parquet'}'")
@@ -64,12 +65,14 @@ def test_a_parquet_table_goes_through_run_and_protect(folder):
     assert session.source.vectorize().laplace(ek.matrix.Total(16), 1).values[0] == pytest.approx(400, abs=60)
 
 
+@pytest.mark.usefixtures("sandboxed")  # ektelo-ng run runs the plan in its sandbox
 def test_budget_exhaustion_in_run_is_one_clean_line(folder):
     done = cli("run", "greedy.py", "--table", "t.csv", "--domain", "d.json", "--budget", "epsilon=2", cwd=folder)
     line = one_error_line(done)
     assert "budget" in line and "remains" in line and "nothing was measured" in line
 
 
+@pytest.mark.usefixtures("sandboxed")  # ektelo-ng run runs the plan in its sandbox
 def test_a_refused_connection_names_the_address_and_how_to_start_a_kernel(folder):
     done = cli("run", "hb.py", "--connect", f"unix:{folder / 'nobody.sock'}", "--budget", "epsilon=1", cwd=folder)
     line = one_error_line(done)
@@ -97,6 +100,7 @@ def test_kernel_status_shows_the_ledger_to_the_data_owner(tmp_path):
 
 
 @pytest.mark.parametrize("budget", ["epsilon=1", "eps=1", "rho=0.5", "epsilon=1,delta=1e-9", "pcost=1"])
+@pytest.mark.usefixtures("sandboxed")  # ektelo-ng run runs the plan in its sandbox
 def test_every_command_reads_the_same_budget_and_domain_spellings(folder, budget):
     run = cli("run", "HB", "--table", "t.csv", "--domain", "age=16", "--budget", budget, "--seed", "3",
               cwd=folder)  # a kernel process: kernel serve reads the same spellings

@@ -32,6 +32,7 @@ def run(folder, epsilon, out):
                  "--seed", "3", "--out", str(out)])
 
 
+@pytest.mark.usefixtures("sandboxed")  # ektelo-ng run runs the plan in its sandbox
 def test_cdf_example_spends_its_budget(people, tmp_path):
     folder, _ = people
     assert run(folder, 1, tmp_path / "out.json") == 0
@@ -40,6 +41,7 @@ def test_cdf_example_spends_its_budget(people, tmp_path):
     assert [d["op"] for d in report["lineage"]["derivations"]] == ["where", "project", "vectorize", "reduce_by_partition"]
 
 
+@pytest.mark.usefixtures("sandboxed")  # ektelo-ng run runs the plan in its sandbox
 def test_cdf_example_is_accurate_when_noise_is_small(people, tmp_path):
     folder, true_cdf = people
     assert run(folder, 1000, tmp_path / "out.csv") == 0

@@ -20,6 +20,7 @@ from ektelo_ng.kernel.privacy import ZCDP
 from ektelo_ng.kernel.service import MAX_ROWS
 from ektelo_ng.operators.client import READABLE_DELTA
 from ektelo_ng.operators.privacy import zcdp_to_approx_dp
+from ektelo_ng.sandbox import make_undumpable
 
 DELTA = READABLE_DELTA
 
@@ -190,6 +191,7 @@ def _print_shares(directory: ServiceDirectory, delta: float, as_json: bool) -> N
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    make_undumpable()  # before it reads a token or a row: other processes of this user cannot read its memory
     directory = ServiceDirectory(args.dir)
     ledger = directory.ledger()
     options = {"master": args.spark_master} if args.backend == "spark" and args.spark_master else {}

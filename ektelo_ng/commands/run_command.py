@@ -1,20 +1,25 @@
 """``ektelo-ng run PLAN.py``: run an analyst's plan against a fresh kernel and report what it did.
 
-By default the plan runs in a child process (``plan_child``) that reaches the kernel only through a socket pair;
-this process loads the table into the kernel (or connects to a served one), answers the child's requests, and once
-the child has ended reports what the kernel spent, how it drew its noise and what was derived, from its own record:
-the plan holds handles and noisy answers only, and cannot reach the kernel, its options or its ledger
-(docs/service.md). ``--in-process`` runs the plan beside the kernel, trusting it with both.
+By default the plan runs in a child process (``plan_child``) inside a sandbox (``ektelo_ng.sandbox``: no table,
+no kernel process, no network, another user as root) and reaches the kernel only through a socket pair; this
+process loads the table into the kernel (or connects to a served one), answers the child's requests, and receives
+the plan's answers as one JSON message on a second socket. Once the child and every process it started have
+ended, this process alone prints the answers, writes --out, --synthetic and --plot (paths the plan never had) and
+reports what the kernel spent, how it drew its noise and what was derived, from its own record (docs/service.md).
+``--unsandboxed`` runs the child without the sandbox, where none can be made; ``--in-process`` runs the plan beside
+the kernel, trusting it with both.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import math
 import os
 import selectors
+import signal
 import socket
 import subprocess
 import sys
@@ -23,10 +28,12 @@ from pathlib import Path
 
 import networkx as nx
 import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from ektelo_ng import sandbox
 from ektelo_ng.figures import pyplot
 from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
-from ektelo_ng.gateway.wire import read_frame, write_frame
+from ektelo_ng.gateway.wire import FrameTooLarge, read_frame, write_frame
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.limits import Limits
 from ektelo_ng.kernel.service import Kernel
@@ -35,6 +42,7 @@ from ektelo_ng.operators.budget import Budget, accounted
 from ektelo_ng.operators.matrices import MarginalStack
 from ektelo_ng.operators.matrix import Identity
 from ektelo_ng.operators.client import Session
+from ektelo_ng.operators.confidence import ConfidenceIntervals
 from ektelo_ng.operators.estimate import Estimate, VectorEstimate
 from ektelo_ng.workload_spec import OVER_DOMAIN_HELP, parse_workload_option
 
@@ -47,8 +55,9 @@ def register(subcommands) -> None:
             "Load PLAN.py, which defines plan(source, workload, budget) returning an Estimate (as every plan of "
             "plans.catalog does; a bare array of the data vector is accepted, without error bars), protect the table "
             "in a fresh kernel process (or connect to a served one), run the plan, and print its answers with their "
-            "confidence intervals, the budget spent and the lineage of what it derived. The plan's process never "
-            "holds the data unless --in-process is given."
+            "confidence intervals, the budget spent and the lineage of what it derived. The plan runs in a sandbox "
+            "(bubblewrap) that cannot read the table or reach the kernel's process, and every process it starts ends "
+            "with it; this process alone writes the report and the output files (docs/service.md)."
         ),
     )
     parser.add_argument("plan", type=Path, help="Python file defining plan(source, workload, budget), the name of a "
@@ -62,6 +71,11 @@ def register(subcommands) -> None:
     parser.add_argument("--credential", type=Path, help="with --connect: your credential file from the data owner")
     parser.add_argument("--in-process", action="store_true",
                         help="load the table into this process (faster start; only for plans you trust)")
+    parser.add_argument("--unsandboxed", action="store_true",
+                        help="where no sandbox can be made (no bubblewrap, no namespaces): run the plan in a plain "
+                             "child process, as you: it can then read every file you can, the table included")
+    parser.add_argument("--network", action="store_true",
+                        help="let the sandboxed plan reach the network (it has none by default)")
     parser.add_argument("--budget", required=True, help=BUDGET_HELP)
     parser.add_argument("--workload", help=f"optional workload: {OVER_DOMAIN_HELP}; default: the plan's own "
                         "workload, or every cell")
@@ -69,8 +83,8 @@ def register(subcommands) -> None:
                         help="confidence level of the intervals (default 0.95)")
     parser.add_argument("--seed", type=int, help="reproducible (non-secure) noise, flagged in every answer")
     parser.add_argument("--out", type=Path,
-                        help="save results: .json (everything) or .csv (one row per answer: answer, variance, std, "
-                             "interval, method)")
+                        help="save results: .json (everything: answers, budget, lineage) or .csv (one row per "
+                             "answer: answer, variance, std, interval, method)")
     parser.add_argument("--synthetic", type=Path,
                         help="with a plan that fits a model (MST, AIM, ResidualPlanner+PGM, PrivBayes+PGM): write synthetic "
                              "records to this .csv or .parquet file (Parquet needs the parquet extra), as many as the "
@@ -116,6 +130,7 @@ def load_plan(path: Path, domain: str | None = None):
 
 
 def run(args: argparse.Namespace) -> int:
+    sandbox.make_undumpable()  # before it holds a table, a credential or a kernel
     wants_model = args.synthetic or args.plot
     if wants_model and not args.plan.is_file():  # a catalog plan: refused before it spends the budget
         from ektelo_ng.plans import info
@@ -124,67 +139,151 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(_NO_MODEL.format(plan=args.plan))
     if wants_model and args.plan.suffix == ".json":
         raise ValueError(_NO_MODEL.format(plan=args.plan))
-    if args.plot:
-        pyplot()
-    if args.synthetic:
-        check_writable(args.synthetic)
+    check_outputs(args)
     budget = parse_budget(args.budget)
     if not (args.connect or args.credential or (args.table and args.domain)):
         raise ValueError("give --table and --domain, or --connect ADDRESS with --credential FILE")
     if args.workload and args.domain:  # refused before the table is read (a served table's domain: by the plan's run)
         parse_workload_option(args.workload, parse_domain(args.domain))
-    if args.in_process:  # one process: the plan is trusted with the kernel and with the report
+    if args.in_process:  # one process: the plan is trusted with the kernel
         plan = load_plan(args.plan, args.domain)  # (saved advice is checked before the table is read)
         session = (connect(args.connect, credential=args.credential) if args.connect or args.credential else
                    protect(args.table, parse_domain(args.domain), budget, seed=args.seed, backend=args.backend))
-        code = run_plan(args, plan, budget, session)
-        report_kernel(args, session)
-        return code
+        return answer_and_report(args, session, lambda: (0, answer_plan(args, plan, budget, session)))
     if not args.plan.is_file() and args.plan.suffix != ".json":
         load_plan(args.plan)  # a catalog name is checked here; a plan script runs only in the child
     elif args.plan.suffix == ".json" and args.domain:
         load_plan(args.plan, args.domain)  # saved advice: rebuilt and checked before the table is read
+    if not args.unsandboxed:  # refused before the table is read or the kernel reached
+        sandbox.check(args.network)
+        sandbox.check_hidden(_private_paths(args))
     if args.connect or args.credential:
         transport = connect(args.connect, credential=args.credential).transport
     else:
         kernel = Kernel(open_table(args.table, parse_domain(args.domain), args.backend), accounted(budget),
                         seed=args.seed)
         transport = kernel.handle_json
-    code = run_child(args, transport)
-    report_kernel(args, Session(transport))
+    return answer_and_report(args, Session(transport), lambda: run_child(args, transport))
+
+
+OUTPUT_SUFFIXES = {"out": (".json", ".csv"), "plot": (".png",)}
+"""The formats --out and --plot write (--synthetic: ``session.TABLE_FORMATS``)."""
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before anything is read or spent, an output path that could not be written: an unknown format, a
+    folder that does not exist or that this user cannot write, a folder in the file's place; --plot without
+    matplotlib."""
+    for option in ("out", "synthetic", "plot"):
+        path = getattr(args, option)
+        if path is None:
+            continue
+        if option == "synthetic":
+            check_writable(path)
+        elif path.suffix.lower() not in OUTPUT_SUFFIXES[option]:
+            raise ValueError(f"--{option} {path}: write {' or '.join(OUTPUT_SUFFIXES[option])}, not "
+                             f"{path.suffix or 'a file without a suffix'}")
+        folder = path.parent
+        if not folder.is_dir():
+            raise FileNotFoundError(f"--{option} {path}: folder {folder} does not exist; create it first")
+        if path.is_dir() or not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise PermissionError(f"--{option} {path}: cannot write there; choose another path")
+    if args.plot:
+        pyplot()
+
+
+def _private_paths(args: argparse.Namespace) -> dict[str, Path]:
+    """What the sandbox must hide: the table, the credential and a served kernel's unix socket."""
+    paths = {"the table": args.table, "the credential": args.credential}
+    if args.connect and args.connect.startswith("unix:"):
+        paths["the kernel's socket"] = Path(args.connect[len("unix:"):])
+    return {what: path for what, path in paths.items() if path is not None}
+
+
+def answer_and_report(args: argparse.Namespace, session: Session, answered) -> int:
+    """Run the plan (``answered()``: its exit code and answers, None if it sent none), print and write what it
+    answered, and report the kernel's side, even if the plan or its outputs failed. The plan's exit code."""
+    answers = None
+    try:
+        code, answers = answered()
+        if answers is not None:
+            write_answers(args, answers, session.source.domain if args.synthetic else None)
+    finally:
+        report_kernel(args, session, answers)
     return code
 
 
-def run_child(args: argparse.Namespace, transport) -> int:
+def run_child(args: argparse.Namespace, transport) -> tuple[int, PlanAnswers | None]:
     """Run the plan in a child process that reaches the kernel only through a socket pair this process serves: the
-    plan cannot touch the kernel, its options or its record of the budget (docs/service.md). Its output is relayed
-    until it ends, then no more: nothing it leaves behind can print after the kernel's report. Its exit code."""
+    plan cannot touch the kernel, its options or its record of the budget (docs/service.md). Sandboxed unless
+    --unsandboxed. Its output is relayed until it ends, then no more; every process it started is killed then (the
+    sandbox's PID namespace; without it, the child's session). Its exit code and its answers."""
     ours, theirs = socket.socketpair()
-    options = {name: None if value is None else str(value) for name, value in vars(args).items()
-               if name in PLAN_OPTIONS}
-    command = [sys.executable, "-m", "ektelo_ng.commands.plan_child", str(theirs.fileno()), json.dumps(options)]
-    child = subprocess.Popen(command, pass_fds=[theirs.fileno()], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    results, their_results = socket.socketpair()
+    options = {"plan": str(args.plan.absolute()) if args.plan.is_file() else str(args.plan),
+               **{name: None if getattr(args, name) is None else str(getattr(args, name)) for name in PLAN_OPTIONS},
+               "synthetic": bool(args.synthetic), "plot": bool(args.plot)}
+    argv = [sys.executable, "-m", "ektelo_ng.commands.plan_child", str(theirs.fileno()),
+            str(their_results.fileno()), json.dumps(options)]
+    shown = [args.plan] if args.plan.is_file() else []
+    with (contextlib.nullcontext((argv, [])) if args.unsandboxed else
+          sandbox.confined(argv, shown, network=args.network)) as (command, copies):
+        child = subprocess.Popen(command, pass_fds=[theirs.fileno(), their_results.fileno(), *copies],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 start_new_session=True)
     theirs.close()
+    their_results.close()
     outputs = {child.stdout.fileno(): sys.stdout, child.stderr.fileno(): sys.stderr}
-    with selectors.DefaultSelector() as selector, ours:
+    received = bytearray()
+    with selectors.DefaultSelector() as selector, ours, results:
         selector.register(ours, selectors.EVENT_READ)
+        results.setblocking(False)
+        selector.register(results, selectors.EVENT_READ)
         for descriptor in outputs:
             os.set_blocking(descriptor, False)
             selector.register(descriptor, selectors.EVENT_READ)
-        while child.poll() is None:
-            for key, _ in selector.select(timeout=0.1):
-                if key.fileobj is not ours:
-                    _relay(key.fd, outputs[key.fd], selector)
-                elif (frame := read_frame(ours, Limits.request_bytes)) is None:
-                    selector.unregister(ours)
-                else:
-                    write_frame(ours, transport(frame.decode("utf-8")).encode("utf-8"))
-        for descriptor, stream in outputs.items():  # what the child wrote before it ended, and nothing later
-            while _relay(descriptor, stream, selector):
-                pass
+        try:
+            while not _ended(child):
+                for key, _ in selector.select(timeout=0.1):
+                    if key.fileobj is results:
+                        _receive(results, received, selector)
+                    elif key.fileobj is not ours:
+                        _relay(key.fd, outputs[key.fd], selector)
+                    elif (frame := _request(ours)) is None:
+                        selector.unregister(ours)
+                    else:
+                        write_frame(ours, transport(frame.decode("utf-8")).encode("utf-8"))
+        finally:  # ended, or run interrupted: the child is not yet reaped, so its group id is still its own
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        for _ in range(_DRAIN_READS):  # what the child wrote before it ended, and nothing later
+            if not any([*(_relay(fd, stream, selector) for fd, stream in outputs.items()),
+                        _receive(results, received, selector)]):
+                break
     child.stdout.close()
     child.stderr.close()
-    return child.returncode
+    return child.returncode, _answers(received, child.returncode)
+
+
+_DRAIN_READS = 256
+"""Reads of each pipe and socket once the child has ended: what it left there fits in far fewer (a pipe holds 64
+KiB, a socket a few hundred KiB), and a process it left behind (--unsandboxed) cannot keep ``run`` reading."""
+
+
+def _ended(child: subprocess.Popen) -> bool:
+    """Whether the child has ended, leaving it unreaped (so that its process group cannot be another's yet)."""
+    return os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _request(sock: socket.socket) -> bytes | None:
+    """The child's next request, or None at its end or once it sends a frame over the kernel's limit."""
+    try:
+        return read_frame(sock, Limits.request_bytes)
+    except FrameTooLarge as error:
+        print(f"ektelo-ng run: the plan's process sent a request run would not read ({error}); it was cut off",
+              file=sys.stderr)
+        return None
 
 
 def _relay(descriptor: int, stream, selector: selectors.BaseSelector) -> bool:
@@ -202,13 +301,131 @@ def _relay(descriptor: int, stream, selector: selectors.BaseSelector) -> bool:
     return True
 
 
-PLAN_OPTIONS = ("plan", "domain", "budget", "workload", "level", "seed", "out", "synthetic", "plot")
-"""What the plan's process is told: its plan and outputs, never the table, the kernel's options or a ledger."""
+def _receive(results: socket.socket, received: bytearray, selector: selectors.BaseSelector) -> bool:
+    """Add what the answers' socket holds now to ``received``, keeping one byte past the limit at most (the rest
+    is read, so that the child is not stuck writing it, and dropped); False once it is empty or closed."""
+    try:
+        chunk = results.recv(1 << 20)
+    except BlockingIOError:
+        return False
+    if not chunk:
+        if results in selector.get_map():
+            selector.unregister(results)
+        return False
+    received += chunk[: max(0, ANSWERS_BYTES + 1 - len(received))]
+    return True
 
 
-def run_plan(args: argparse.Namespace, plan, budget: Budget, session: Session) -> int:
-    """Run ``plan`` on the session and write what it estimated: its answers (printed, and to --out), synthetic
-    records and the fit's plot. What the kernel spent is reported by ``report_kernel``, from the kernel's side."""
+ANSWERS_BYTES = 1 << 28
+"""The most ``run`` reads of a plan's answers (256 MiB of JSON: a million answers with their intervals, or about
+ten million synthetic records of a few attributes; beyond, run a plan you trust with --in-process)."""
+
+PLAN_OPTIONS = ("budget", "workload", "level", "seed")
+"""What the plan's process is told besides its plan and which outputs are wanted: never the table, the domain's
+file, the output paths, the kernel's options or a ledger."""
+
+
+def _answers(received: bytearray, code: int) -> PlanAnswers | None:
+    """The plan's answers as the child sent them, validated; None if it ended without (its error is on stderr)."""
+    if len(received) > ANSWERS_BYTES:
+        raise ValueError(f"the plan's answers are over {ANSWERS_BYTES:,} bytes, more than run reads from a plan's "
+                         "process: ask for fewer answers or synthetic records, or run a plan you trust with "
+                         "--in-process")
+    if not received:
+        if code == 0:
+            raise ValueError("the plan's process ended without sending its answers")
+        return None
+    try:
+        return PlanAnswers.model_validate_json(bytes(received))
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise ValueError(f"the plan's process sent answers run cannot read: {first['msg']} at "
+                         f"{'.'.join(map(str, first['loc'])) or 'the top'}") from None
+
+
+class PlanAnswers(BaseModel):
+    """What a plan answered, as its process sends it back: the records of ``Estimate.records`` as columns, the
+    synthetic records as integer codes per attribute, the fit's loss per iteration. Checked by :meth:`check` against
+    the domain before anything is written."""
+
+    model_config = ConfigDict(extra="forbid")
+    note: str
+    level: float
+    method: str
+    queries: list[str]
+    answers: list[float]
+    variances: list[float]
+    lower: list[float]
+    upper: list[float]
+    synthetic: dict[str, list[int]] | None = None
+    history: list[float] | None = None
+    fit_method: str | None = None
+
+    @model_validator(mode="after")
+    def _one_length(self) -> PlanAnswers:
+        columns = (self.queries, self.answers, self.variances, self.lower, self.upper)
+        if len({len(column) for column in columns}) > 1:
+            raise ValueError("queries, answers, variances and intervals of different lengths")
+        if self.synthetic and len({len(column) for column in self.synthetic.values()}) > 1:
+            raise ValueError("synthetic columns of different lengths")
+        return self
+
+    @classmethod
+    def of(cls, estimate: Estimate, workload, level: float, *, synthetic: bool, seed: int | None,
+           history: bool) -> PlanAnswers:
+        """``estimate``'s answers to ``workload`` at ``level``, with its synthetic records and fit if asked."""
+        records = estimate.records(workload, level)
+        model = synthetic and hasattr(estimate, "synthetic")
+        return cls(note=estimate.note, level=records[0]["level"] if records else level,
+                   method=records[0]["method"] if records else "",
+                   **{name: [r[key] for r in records] for name, key in
+                      (("queries", "query"), ("answers", "answer"), ("variances", "variance"), ("lower", "lower"),
+                       ("upper", "upper"))},
+                   synthetic={name: np.asarray(column).tolist() for name, column in
+                              estimate.synthetic(seed=seed).items()} if model else None,
+                   history=list(map(float, getattr(estimate, "history", None) or [])) if history else None,
+                   fit_method=getattr(estimate, "method", None) if history else None)
+
+    def synthetic_columns(self, domain: Domain) -> dict[str, np.ndarray]:
+        """The synthetic records over ``domain``, with its value labels where it has them; refused if a column
+        names no attribute or holds a code outside it."""
+        columns = {}
+        for name, codes in (self.synthetic or {}).items():
+            if name not in domain.names:
+                raise ValueError(f"the plan's synthetic records have a column {name!r} the table does not")
+            attribute, codes = domain[name], np.asarray(codes, dtype=np.int64)
+            if codes.size and not (0 <= codes.min() and codes.max() < attribute.size):
+                raise ValueError(f"the plan's synthetic records hold codes of {name!r} outside 0..{attribute.size - 1}")
+            columns[name] = np.asarray(attribute.labels)[codes] if attribute.labels else codes
+        return columns
+
+
+class ReturnedEstimate(Estimate):
+    """The answers a plan's process sent back, as an Estimate: what ``run`` prints and exports (to_csv, to_json)."""
+
+    def __init__(self, answers: PlanAnswers):
+        self.note, self._queries = answers.note, answers.queries
+        self._variances = np.asarray(answers.variances, dtype=float)
+        self._intervals = ConfidenceIntervals(np.asarray(answers.answers, dtype=float),
+                                              np.asarray(answers.lower, dtype=float),
+                                              np.asarray(answers.upper, dtype=float), answers.level, answers.method)
+
+    def answer(self, W=None) -> np.ndarray:
+        return self._intervals.answers
+
+    def variances(self, W=None) -> np.ndarray:
+        return self._variances
+
+    def intervals(self, W=None, level: float = 0.95, method="auto") -> ConfidenceIntervals:
+        return self._intervals
+
+    def labels(self, W=None) -> list[str]:
+        return self._queries
+
+
+def answer_plan(args: argparse.Namespace, plan, budget: Budget, session: Session) -> PlanAnswers:
+    """Run ``plan`` on the session: what it estimated, with its synthetic records (if --synthetic) and its fit's
+    history (if --plot). Printed and written by ``write_answers``, in the process that holds the kernel."""
     workload = plan_workload(args, session.source.domain)
     estimate = plan(session.source, workload, budget)
     if _catalog_name(args) in QUERIES_ON_MARGINALS:  # its own queries: answered with their variances
@@ -216,30 +433,29 @@ def run_plan(args: argparse.Namespace, plan, budget: Budget, session: Session) -
     if not isinstance(estimate, Estimate):
         estimate = VectorEstimate(np.asarray(getattr(estimate, "x", estimate), dtype=float),
                                   note="the plan returned a bare array: no error bars")
-    records = estimate.records(workload, args.level)
+    return PlanAnswers.of(estimate, workload, args.level, synthetic=bool(args.synthetic), seed=args.seed,
+                          history=bool(args.plot))
+
+
+def write_answers(args: argparse.Namespace, answers: PlanAnswers, domain: Domain | None) -> None:
+    """Print the plan's answers and write its synthetic records (over the table's ``domain``) and the plot of its
+    fit (--out: ``report_kernel``, with the kernel's report)."""
+    records = ReturnedEstimate(answers).records()
     shown = ", ".join(_shown(r) for r in records[:6]) + (" ..." if len(records) > 6 else "")
     print(f"{args.plan}: {len(records)} answers: {shown}")
     if records:
-        method = records[0]["method"]
-        level = "" if method.startswith("unavailable") else f" at level {args.level}"
-        print(f"intervals: {method}{level}; {estimate.note}")
+        level = "" if answers.method.startswith("unavailable") else f" at level {args.level}"
+        print(f"intervals: {answers.method}{level}; {answers.note}")
     if args.synthetic:
-        if not hasattr(estimate, "synthetic"):  # a plan script: known only once it has run
+        if answers.synthetic is None:  # a plan script: known only once it has run
             raise ValueError(_NO_MODEL.format(plan=args.plan))
-        columns = estimate.synthetic(seed=args.seed, labels=True)
+        columns = answers.synthetic_columns(domain)
         write_columns(columns, args.synthetic)
-        print(f"saved {args.synthetic}: {len(next(iter(columns.values())))} synthetic records")
+        print(f"saved {args.synthetic}: {len(next(iter(columns.values()), []))} synthetic records")
     if args.plot:
-        _plot_history(estimate, args.plot)
+        _plot_history(answers, args.plot)
         print(f"saved {args.plot}")
-    if args.out:
-        if args.out.suffix == ".csv":
-            estimate.to_csv(args.out, workload, args.level)
-        else:
-            answers = json.loads(estimate.to_json(workload, args.level))["answers"]
-            args.out.write_text(json.dumps({"plan": str(args.plan), "note": estimate.note, "answers": answers}))
     sys.stdout.flush()
-    return 0
 
 
 QUERIES_ON_MARGINALS = ("QuerySmasher",)
@@ -262,9 +478,10 @@ REPORT = "-- from the kernel, not the plan --"
 """The header of what ``run`` reports from the kernel's side, printed after the plan has finished."""
 
 
-def report_kernel(args: argparse.Namespace, session: Session) -> None:
+def report_kernel(args: argparse.Namespace, session: Session, answers: PlanAnswers | None) -> None:
     """What the kernel spent, how it drew its noise, and what was derived: read from this process's own session with
-    the kernel, after the plan's process has ended; with --out JSON, added to the plan's answers."""
+    the kernel, after the plan's process has ended; then --out, the plan's ``answers`` (with --out JSON, and this
+    report), if it sent any."""
     status, lineage = session.budget, session.lineage()
     derivations = [{"op": d["op"], "stability": d["stability"]} for _, _, d in lineage.edges(data=True)]
     print(REPORT)
@@ -277,14 +494,18 @@ def report_kernel(args: argparse.Namespace, session: Session) -> None:
         print("noise: secure (the operating system's random source)")
     tree = lineage_tree(lineage)
     print("\n".join(["lineage: table" + ("" if tree else " (nothing derived)"), *map(_tree_line, tree)]))
-    if args.out and args.out.suffix != ".csv" and args.out.is_file():
-        report = json.loads(args.out.read_text())
-        report.update(budget_total=str(status.total.value), budget_spent=str(status.spent.value),
-                      budget_kind=status.total.kind, seeded=status.seeded,
-                      lineage={"sources": lineage.number_of_nodes(), "derivations": derivations, "tree": tree})
+    if not (args.out and answers):
+        return
+    estimate = ReturnedEstimate(answers)
+    if args.out.suffix.lower() == ".csv":
+        estimate.to_csv(args.out)
+    else:
+        report = {"plan": str(args.plan), "note": answers.note, "answers": json.loads(estimate.to_json())["answers"],
+                  "budget_total": str(status.total.value), "budget_spent": str(status.spent.value),
+                  "budget_kind": status.total.kind, "seeded": status.seeded,
+                  "lineage": {"sources": lineage.number_of_nodes(), "derivations": derivations, "tree": tree}}
         args.out.write_text(json.dumps(report, indent=2))
-    if args.out:
-        print(f"saved {args.out}")
+    print(f"saved {args.out}")
 
 
 def lineage_tree(graph: nx.DiGraph) -> list[dict]:
@@ -359,17 +580,16 @@ class _FitProgress:
             self.bar.close()
 
 
-def _plot_history(estimate, path: Path) -> None:
+def _plot_history(answers: PlanAnswers, path: Path) -> None:
     """The fit's loss per iteration (log scale), the picture of how it converged."""
-    history = getattr(estimate, "history", None)
-    if not history:
+    if not answers.history:
         raise ValueError("--plot draws a model fit's loss per iteration: this plan fitted no model")
     plt = pyplot()
 
     figure, axes = plt.subplots(figsize=(6, 4))
-    axes.plot(range(len(history)), history)
+    axes.plot(range(len(answers.history)), answers.history)
     axes.set(yscale="log", xlabel="iteration", ylabel="loss (distance to the noisy measurements)",
-             title=f"Graphical model fit ({estimate.method} method)")
+             title=f"Graphical model fit ({answers.fit_method} method)")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
