@@ -19,9 +19,6 @@ KNOWN_FOLDER_CYCLES = [
     # kernel/matrix and kernel/mechanisms use kernel/limits, noise and privacy; kernel/measurements, protocol,
     # service and transforms use them.
     ("ektelo_ng.kernel", "ektelo_ng.kernel.matrix", "ektelo_ng.kernel.mechanisms"),
-    # operators/error.py's svd_bound takes the marginal closed form from selection/hdmm/marginals (a late
-    # import), whose folder uses selection/strategy.py, which uses operators/budget and measurement.
-    ("ektelo_ng.operators", "ektelo_ng.operators.selection", "ektelo_ng.operators.selection.hdmm"),
 ]
 
 
