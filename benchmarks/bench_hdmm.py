@@ -32,7 +32,7 @@ import json
 import math
 import time
 
-from ektelo_ng.operators.error import svd_bound
+from ektelo_ng.operators.selection.hdmm.bound import svd_bound
 from ektelo_ng.operators.matrix import AllRange
 from ektelo_ng.operators.matrices import MarginalStack, Prefix
 from ektelo_ng.operators.selection.hdmm import hdmm, identity_strategy, opt_0, opt_kron, opt_marginals

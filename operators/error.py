@@ -1,4 +1,5 @@
-"""Expected error of answering a workload W with a strategy A by least squares, and the SVD lower bound.
+"""Expected error of answering a workload W with a strategy A by least squares (the SVD lower bound over all
+strategies is operators.selection.hdmm.bound's).
 
 Total squared error at unit noise (Laplace with epsilon = 1; Gaussian with sigma = 1 per unit of
 L2 sensitivity, i.e. pcost 1):
@@ -69,29 +70,6 @@ def reconstruction_error(W: Matrix, A: Matrix) -> float:
     return _dense_trace(gram(W), gram(A))
 
 
-def svd_bound(W: Matrix, noise: Noise = "laplace") -> float:
-    """Lower bound on expected_error(W, A, noise) over all strategies A (Li and Miklau's SVD bound).
-
-    SVDB(W) = (sum of singular values of W)^2 / n, with SVDB(kron W_i) = prod SVDB(W_i), and for marginal
-    workloads (identity and total blocks) the closed form of HDMM J Thm 12 on any number of cells; the Laplace
-    bound is 2 SVDB because ||A||_1 >= ||A||_2.
-    """
-    from .selection.hdmm.marginals import marginal_svdb  # late: the selectors import this module
-
-    constant, _ = noise_constant(noise)
-    closed_form = marginal_svdb(W)
-    return constant * (_svdb(W) if closed_form is None else closed_form)
-
-
-def _svdb(W: Matrix) -> float:
-    if isinstance(W, Kronecker):
-        return math.prod(_svdb(f) for f in W.factors)
-    if isinstance(W, Weighted):
-        return W.weight**2 * _svdb(W.base)
-    eigenvalues = np.linalg.eigvalsh(_dense_gram(gram(W)))
-    return float(np.sqrt(np.clip(eigenvalues, 0.0, None)).sum() ** 2 / W.shape[1])
-
-
 def _aligned(W: Kronecker, A: Kronecker) -> bool:
     return len(W.factors) == len(A.factors) and all(
         w.shape[1] == a.shape[1] for w, a in zip(W.factors, A.factors)
@@ -105,7 +83,8 @@ def _check_columns(W: Matrix, A: Matrix) -> None:
         )
 
 
-def _dense_gram(G: Matrix) -> np.ndarray:
+def dense_gram(G: Matrix) -> np.ndarray:
+    """A Gram as a dense array, refused (naming the remedy) beyond DENSE_LIMIT on a side."""
     n = G.shape[0]
     if n > DENSE_LIMIT:
         raise NotImplementedError(
@@ -116,7 +95,7 @@ def _dense_gram(G: Matrix) -> np.ndarray:
 
 
 def _dense_trace(WtW: Matrix, AtA: Matrix) -> float:
-    V, G = _dense_gram(WtW), _dense_gram(AtA)
+    V, G = dense_gram(WtW), dense_gram(AtA)
     try:  # full column rank (the usual case): one Cholesky solve
         factor = scipy.linalg.cho_factor(G)
         if np.min(np.abs(np.diag(factor[0]))) ** 2 > np.max(np.diag(G)) * G.shape[0] * 1e-12:

@@ -6,8 +6,6 @@ exact (they involve logs, square roots and the normal CDF) take and return float
 of them is rounded in the conservative direction: a returned epsilon or sigma is never smaller
 than the root found, and a returned pcost is never larger.
 
->>> pure_to_zcdp(PureDP(1))
-Fraction(1, 2)
 >>> round(float(zcdp_for_approx_dp(1.0, 1e-6).rho), 5)
 0.02436
 """
@@ -94,12 +92,6 @@ def split_amount(amount: PureDP | ZCDP | Amount, weights: Sequence[float | Fract
 
 
 # ----------------------------------------------------------------------------- pure DP and zCDP
-
-
-def pure_to_zcdp(epsilon: PureDP | Amount) -> Fraction:
-    """rho = epsilon^2 / 2: an epsilon-DP mechanism is (epsilon^2/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
-    eps = _budget_amount("epsilon", epsilon, PureDP)
-    return eps * eps / 2
 
 
 def epsilon_within_zcdp(rho: ZCDP | Amount, digits: int = 15) -> Fraction:

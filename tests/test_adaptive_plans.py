@@ -15,22 +15,11 @@ from ektelo_ng.operators.selection import classic
 from ektelo_ng.plans import grids, mwem, striped
 from ektelo_ng.plans import catalog, info
 from ektelo_ng.operators.measure import data_vector
+from tests.helpers import spiky_table, true_vector
 
 ADAPTIVE = ["MWEM", "MWEM-b", "MWEM-c", "MWEM-d", "AHP", "DAWA", "PHP", "PHP+", "EFPA", "SF", "SF+", "UGrid", "AGrid",
             "AGrid+", "HB-Striped", "DAWA-Striped"]
 EPSILON = Fraction(1, 2)
-
-
-def spiky_table(shape, rows=2000, seed=0):
-    rng = np.random.default_rng(seed)
-    names = [f"a{i}" for i in range(len(shape))]
-    columns = {n: np.minimum(rng.geometric(4.0 / s, rows) - 1, s - 1) for n, s in zip(names, shape)}
-    return columns, ek.Domain.from_dict(dict(zip(names, shape)))
-
-
-def true_vector(columns, domain):
-    flat = np.ravel_multi_index([columns[n] for n in domain.names], domain.sizes)
-    return np.bincount(flat, minlength=domain.size)
 
 
 def workload_for(shape):

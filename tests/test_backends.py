@@ -18,11 +18,12 @@ import ektelo_ng as ek
 from ektelo_ng.session import kernel_process, open_table
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.operators.matrix import Identity, Ones
-from ektelo_ng.kernel.predicate import And, Between, Compare, In, Not, Or
+from ektelo_ng.kernel.predicate import Between, Compare, In
 from ektelo_ng.operators.predicates import attr
 from ektelo_ng.kernel.service import Kernel
 from ektelo_ng.kernel.table import TableBackend, load_table
 from ektelo_ng.plans import catalog
+from tests.helpers import predicate_trees
 
 ODD = 'odd "name", really'
 LABELS = ("O'Brien", 'say "hi"', "a;b); DROP TABLE x; --")
@@ -163,15 +164,7 @@ leaf = st.one_of(
     st.builds(Between, attribute=st.sampled_from(["age", "zone"]), low=st.integers(-1, 6), high=st.integers(-1, 6)),
     st.builds(In, attribute=st.just("sex"), values=st.lists(st.sampled_from(["F", "M", 0, 1, 5]), min_size=1, max_size=3)),
 )
-predicates = st.recursive(
-    leaf,
-    lambda inner: st.one_of(
-        st.builds(And, terms=st.lists(inner, min_size=1, max_size=3)),
-        st.builds(Or, terms=st.lists(inner, min_size=1, max_size=3)),
-        st.builds(Not, term=inner),
-    ),
-    max_leaves=8,
-)
+predicates = predicate_trees(leaf, max_leaves=8)
 
 
 @settings(max_examples=60, deadline=None)

@@ -22,15 +22,9 @@ def fourier_tail_norms(x):
     return tails(np.asarray(x, dtype=float), Work())
 from ektelo_ng.operators.client import InvalidRequestError
 from ektelo_ng.plans.efpa import efpa, noise_error
+from tests.helpers import neighbours
 
 vectors = st.integers(1, 24).flatmap(lambda n: st.lists(st.integers(0, 9), min_size=n, max_size=n))
-
-
-def neighbours(x):
-    for j in range(x.size):
-        yield x + np.eye(x.size)[j]
-        if x[j] >= 1:
-            yield x - np.eye(x.size)[j]
 
 
 @settings(max_examples=80, deadline=None)

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from ektelo_ng.operators.matrix import AllRange, Dense, Identity, Kronecker, Total, VStack
 from ektelo_ng.operators.matrices import Haar, Hierarchical, Prefix, WidthRange
-from ektelo_ng.operators.error import expected_error, reconstruction_error, rmse, svd_bound
+from ektelo_ng.operators.error import expected_error, reconstruction_error, rmse
+from ektelo_ng.operators.selection.hdmm.bound import svd_bound
 
 SIGMA = 4.22468  # analytic Gaussian, eps = 1, delta = 1e-6 (J Table 5 scale)
 

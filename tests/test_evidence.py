@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import pytest
 
+from ektelo_ng.dpbench import condense
 from ektelo_ng.dpbench.runner import COLUMNS
 from ektelo_ng.operators.advice import evidence as ev
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("build_evidence", ROOT / "benchmarks" / "build_evidence.py")
-builder = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(builder)
 
 
 def _by_name(rows: list[ev.Evidence]) -> dict[str, ev.Evidence]:
@@ -51,26 +48,26 @@ def test_the_builder_pairs_trials_and_takes_the_geometric_mean_of_the_ratios(tmp
     runs = [("Identity", 0, 1.0, ""), ("Identity", 1, 4.0, ""), ("Identity", 2, 2.0, ""), ("Identity", 3, 3.0, ""),
             ("DAWA", 0, 2.0, ""), ("DAWA", 1, 2.0, ""), ("DAWA", 2, 0.25, ""), ("DAWA", 3, 0.0, "ValueError: x"),
             ("HB", 0, 0.5, ""), ("HB", 4, 9.0, "")]
-    table = builder.build([(str(_write(tmp_path / "out", runs)), "abc1234", "ektelo-ng dpbench ...")], None)
+    table = condense.build([(str(_write(tmp_path / "out", runs)), "abc1234", "ektelo-ng dpbench ...")], None)
     (setting,) = table["settings"]
     assert setting["dims"] == 1 and setting["domain"] == [256] and setting["n_eps"] == 100.0
     assert setting["ratios"]["DAWA"] == [pytest.approx(0.5, rel=1e-12), 3]
     assert setting["ratios"]["HB"] == [0.5, 1] and setting["ratios"]["Identity"] == [1.0, 4]
     assert table["replays"][0]["commit"] == "abc1234" and table["replays"][0]["runs"] == len(runs)
     assert table["datasets"]["SYN-STEPS"]["256"][1] in ("skewed", "smooth")
-    assert json.loads(builder.dumps(table)) == table
+    assert json.loads(condense.dumps(table)) == table
 
 
 def test_the_builder_refuses_two_workloads_in_one_dimensionality(tmp_path):
     one = _write(tmp_path / "a", [("Identity", 0, 1.0, ""), ("DAWA", 0, 0.5, "")])
     other = _write(tmp_path / "b", [("Identity", 0, 1.0, "")], workload="AllRange")
     with pytest.raises(ValueError, match="one workload per dimensionality"):
-        builder.build([(str(one), "c", "x"), (str(other), "c", "y")], None)
+        condense.build([(str(one), "c", "x"), (str(other), "c", "y")], None)
 
 
 def test_share90_is_the_share_of_cells_holding_nine_tenths_of_the_mass():
-    assert builder.share90([1.0] * 10) == 0.9
-    assert builder.share90([97.0, 1.0, 1.0, 1.0] + [0.0] * 96) == 0.01
+    assert condense.share90([1.0] * 10) == 0.9
+    assert condense.share90([97.0, 1.0, 1.0, 1.0] + [0.0] * 96) == 0.01
 
 
 def test_identity_is_exactly_one_everywhere():

@@ -26,7 +26,8 @@ from ektelo_ng.operators.matrix import (
 )
 from ektelo_ng.operators.matrices import MarginalStack, Prefix, WidthRange
 from ektelo_ng.operators.algebra import pinv
-from ektelo_ng.operators.error import expected_error, svd_bound
+from ektelo_ng.operators.error import expected_error
+from ektelo_ng.operators.selection.hdmm.bound import singular_value_bound, svd_bound
 from ektelo_ng.operators.measurement import Measurement
 from ektelo_ng.operators.selection.hdmm import (
     KroneckerStrategy,
@@ -532,14 +533,12 @@ def test_hdmm_picks_the_best_candidate_and_falls_back_to_identity():
 
 
 def test_the_one_svd_bound_takes_the_marginal_closed_form_where_it_applies():
-    from ektelo_ng.operators.error import _svdb
-
     W = VStack([Kronecker([Prefix(4), Total(3)]), Kronecker([Identity(4), AllRange(3)])])
     assert marg.marginal_svdb(W) is None  # not a marginal workload: singular values of its Gram
-    assert svd_bound(W) == pytest.approx(2 * _svdb(W))
+    assert svd_bound(W) == pytest.approx(2 * singular_value_bound(W))
     marginal = MarginalStack((3, 4, 2), [(0, 1), (2,)])
     closed = marg.marginal_svdb(marginal)
-    assert closed == pytest.approx(_svdb(marginal))  # J Thm 12 (corrected) against the dense singular values
+    assert closed == pytest.approx(singular_value_bound(marginal))  # J Thm 12 (corrected) against the dense singular values
     assert svd_bound(marginal, "gaussian") == pytest.approx(closed)
     assert svd_bound(marginal, "laplace") == pytest.approx(2 * closed)
 

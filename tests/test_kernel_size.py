@@ -142,7 +142,7 @@ def test_every_mechanism_opens_with_its_card(module):
     assert len(card.splitlines()) <= 16, f"{path.name}'s card takes {len(card.splitlines())} lines: an auditor reads it"
 
 
-LAYERS = ("kernel", "gateway", "operators", "plans", "ektelo_ng")  # bottom to top (DESIGN.md)
+LAYERS = ("kernel", "gateway", "operators", "plans", "ektelo_ng")  # bottom to top (docs/design.md#layers)
 
 
 def imports(layer: str):

@@ -296,7 +296,7 @@ def test_closed_form_grams(n):
     for A in [Prefix(n), Suffix(n), AllRange(n), WidthRange(n, max(1, n // 3)), Hierarchical(n, 3)]:
         D = A.dense()
         close(gram(A).dense(), D.T @ D)
-        close(A.gram().dense(), D.T @ D)  # the public A.gram() of DESIGN.md: the implicit product
+        close(A.gram().dense(), D.T @ D)  # the public A.gram() of docs/design.md: the implicit product
         close(gram(A) @ np.arange(n, dtype=float), D.T @ D @ np.arange(n, dtype=float))
         assert trace(gram(A)) == pytest.approx(np.trace(D.T @ D))
 

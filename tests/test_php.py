@@ -23,19 +23,13 @@ def split_scores(x, chunk=256):
     return _scores(x, Work(), chunk=chunk)
 from ektelo_ng.operators.client import InvalidRequestError
 from ektelo_ng.plans.php import php
+from tests.helpers import neighbours
 
 vectors = st.integers(2, 30).flatmap(lambda n: st.lists(st.integers(0, 9), min_size=n, max_size=n))
 
 
 def deviation(x):
     return float(np.abs(x - x.mean()).sum())
-
-
-def neighbours(x):
-    for j in range(x.size):
-        yield x + np.eye(x.size)[j]
-        if x[j] >= 1:
-            yield x - np.eye(x.size)[j]
 
 
 @settings(max_examples=80, deadline=None)

@@ -24,20 +24,9 @@ from ektelo_ng.operators.selection import classic
 from ektelo_ng.plans import grids, static
 from ektelo_ng.plans import catalog, info
 from ektelo_ng.plans.hdmm import hdmm as hdmm_plan
+from tests.helpers import spiky_table, true_vector
 
 RUNS = 1000
-
-
-def spiky_table(shape, rows=2000, seed=0):
-    rng = np.random.default_rng(seed)
-    names = [f"a{i}" for i in range(len(shape))]
-    columns = {n: np.minimum(rng.geometric(4.0 / s, rows) - 1, s - 1) for n, s in zip(names, shape)}
-    return columns, ek.Domain.from_dict(dict(zip(names, shape)))
-
-
-def true_vector(columns, domain):
-    flat = np.ravel_multi_index([columns[n] for n in domain.names], domain.sizes)
-    return np.bincount(flat, minlength=domain.size)
 
 
 STATIC_1D = ["Identity", "Uniform", "Privelet", "H2", "HB", "GreedyH", "HDMM"]

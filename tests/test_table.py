@@ -14,6 +14,8 @@ from ektelo_ng.session import open_table
 from ektelo_ng.kernel.table import load_table
 from pydantic import TypeAdapter
 
+from tests.helpers import predicate_trees
+
 PredicateAdapter = TypeAdapter(Predicate)  # how a predicate travels in a request
 
 DOMAIN = Domain.from_dict({"sex": ["F", "M"], "age": 6, "zone": 4})
@@ -40,15 +42,7 @@ leaf = st.one_of(
     st.builds(Between, attribute=st.just("zone"), low=st.integers(0, 3), high=st.integers(0, 3)),
     st.builds(In, attribute=st.just("sex"), values=st.lists(st.sampled_from(["F", "M"]), min_size=1, max_size=2)),
 )
-predicates = st.recursive(
-    leaf,
-    lambda inner: st.one_of(
-        st.builds(And, terms=st.lists(inner, min_size=1, max_size=3)),
-        st.builds(Or, terms=st.lists(inner, min_size=1, max_size=3)),
-        st.builds(Not, term=inner),
-    ),
-    max_leaves=6,
-)
+predicates = predicate_trees(leaf, max_leaves=6)
 
 
 def brute(predicate, rows, i):

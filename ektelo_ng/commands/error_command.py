@@ -11,7 +11,8 @@ from ektelo_ng.operators.budget import noise_of, variance_factor
 from ektelo_ng.workload_spec import HELP, parse_workload
 from ektelo_ng.operators.matrix import Identity, Matrix
 from ektelo_ng.operators.matrices import Haar, Hierarchical
-from ektelo_ng.operators.error import rmse, svd_bound
+from ektelo_ng.operators.error import rmse
+from ektelo_ng.operators.selection.hdmm.bound import svd_bound
 
 
 def register(subcommands) -> None:

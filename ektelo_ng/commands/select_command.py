@@ -10,7 +10,7 @@ from collections import defaultdict
 from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, MARGINALS_HELP, parse_budget, parse_domain, parse_marginals, show_budget
 from ektelo_ng.workload_spec import HELP, parse_workload
 from ektelo_ng.operators.budget import noise_of
-from ektelo_ng.operators.error import svd_bound
+from ektelo_ng.operators.selection.hdmm.bound import svd_bound
 from ektelo_ng.operators.selection.hdmm import hdmm
 from ektelo_ng.operators.selection.query_smasher import query_class_workload, query_smasher
 from ektelo_ng.operators.selection.residual_planner import residual_planner

@@ -16,8 +16,8 @@ from decimal import Decimal
 
 from ..matrix import Identity, Kronecker
 from ..selection import classic
+from ..selection.hdmm.bound import svd_bound
 from ..selection.hdmm.select import OPT0_MAX_CELLS, OPT_PLUS_MAX_PRODUCTS, OPTIMIZERS, default_optimizers
-from ..error import svd_bound
 from ..selection.hdmm.marginals import MAX_LATTICE_ATTRIBUTES
 from ..selection.hdmm.strategies import UnionStrategy
 from ..selection.linear import LinearStrategy

@@ -25,6 +25,8 @@ class Matrix(ABC):
     shape: tuple[int, int]
     #: True when every entry is 0 or 1, so that |A| = A and A*A = A elementwise.
     binary: bool = False
+    #: The diagonal w of a diagonal matrix diag(w), None for any other.
+    row_weights: np.ndarray | None = None
 
     # ---- products -------------------------------------------------------------------
     @abstractmethod
@@ -175,10 +177,8 @@ class Product(Matrix):
 
     def _column_norms(self, norm: Norm) -> np.ndarray:
         # diag(w) @ B with B 0/1 (weighted intervals): |B| = B * B = B, so no materialization is needed.
-        from .blocks import Diagonal
-
-        if len(self.factors) == 2 and isinstance(self.factors[0], Diagonal) and self.factors[1].binary:
-            w, B = self.factors[0].values, self.factors[1]
+        if len(self.factors) == 2 and self.factors[0].row_weights is not None and self.factors[1].binary:
+            w, B = self.factors[0].row_weights, self.factors[1]
             return B.T @ np.abs(w) if norm == "l1" else np.sqrt(np.maximum(B.T @ (w * w), 0.0))  # rounding: > -0
         return _column_norms_blockwise(self, norm)
 

@@ -89,6 +89,10 @@ class Diagonal(Matrix):
     _rmatmat = _matmat
 
     @property
+    def row_weights(self) -> np.ndarray:
+        return self.values
+
+    @property
     def T(self) -> Matrix:
         return self
 
