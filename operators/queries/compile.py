@@ -283,6 +283,8 @@ def _matrix(attributes, schema, groupby, group_rows, factored, mask, target, col
     the marginal's cells. A Kronecker product when the filter factors column by column, else one dense matrix;
     with the permutation that puts its answers group by group (the target's rows within each group)."""
     target_rows = 1 if column_factor is None else np.asarray(column_factor).shape[0]
+    if not attributes:  # the total: the one cell of the marginal on no column
+        return Ones(1, 1), np.arange(1)
     if factored is None:
         return Dense(_dense(attributes, schema, group_rows, mask, target, column_factor)), \
             np.arange(len(group_rows["cells"]) * target_rows)
