@@ -53,7 +53,7 @@ class Read:
 @dataclass
 class Part:
     """One query compiled: the marginal it reads (``attributes``, in the schema's order), its groups' labels
-    (``keys``: one tuple per row, in ``query.groupby`` order), the linear queries its answers read (``reads``:
+    (``keys``: one tuple per row, in ``query.groupby`` order, sorted by it), the linear queries its answers read (``reads``:
     ``count``, ``sum``, or ``cdf <p>`` per probability), which are also what it adds to the batch's workload,
     and what its answers account for (``notes``)."""
 
@@ -159,6 +159,14 @@ def _compile(query: Query, schema: Schema, k: int) -> Part:
         for p in aggregate.probabilities:
             part.reads.append(Read(f"cdf {p!r}", *matrix(prefix - p * np.ones((size, size)))))
         part.edges, part.integer = schema[target].edges(), schema[target].integer
+    return _in_groupby_order(part, group_rows["codes"])
+
+
+def _in_groupby_order(part: Part, codes: list[tuple[int, ...]]) -> Part:
+    """The rows sorted by the group-by columns in the order the query names them (the matrices keep the schema's)."""
+    order = sorted(range(len(codes)), key=codes.__getitem__)
+    part.keys = [part.keys[i] for i in order]
+    part.reads = [Read(r.key, r.matrix, r.order.reshape(len(codes), -1)[order].ravel(), r.scale) for r in part.reads]
     return part
 
 
