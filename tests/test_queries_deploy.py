@@ -98,3 +98,19 @@ def test_a_budget_splits_exactly_and_never_beyond_itself():
     for bad in ([0.5, 0.6], [], [0, 1], [-0.1, 0.5]):
         with pytest.raises(ValueError, match="shares must be positive and sum to at most 1|positive"):
             ek.PureDP(1).split(bad)
+
+
+def test_run_writes_several_estimates_as_one_csv_or_a_folder(tmp_path):
+    """Every estimate's answers reach the file the parent writes: one CSV naming each row's estimate, or a folder
+    of one CSV per estimate beside the kernel's report."""
+    _, table, schema_file = write_raw(tmp_path)
+    (tmp_path / "stages.py").write_text(STAGES)
+    common = ("run", str(tmp_path / "stages.py"), "--table", str(table), "--domain", str(schema_file), "--budget",
+              "epsilon=1", "--seed", "1")
+    cli(*common, "--out", str(tmp_path / "all.csv"))
+    rows = pd.read_csv(tmp_path / "all.csv")
+    assert rows.columns[0] == "estimate" and rows.estimate.value_counts().to_dict() == {"first": 600, "second": 600}
+    done = cli(*common, "--out", str(tmp_path / "folder"))
+    assert "saved" in done.stdout and "2 tables and report.json" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "folder").iterdir()) == ["first.csv", "report.json", "second.csv"]
+    assert json.loads((tmp_path / "folder" / "report.json").read_text())["budget_spent"] == "1"

@@ -27,10 +27,11 @@ from collections import Counter
 from pathlib import Path
 
 import networkx as nx
-import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import ValidationError
 
 from ektelo_ng import sandbox
+from ektelo_ng.commands import plan_answers
+from ektelo_ng.commands.plan_answers import PlanAnswers, ReturnedEstimate
 from ektelo_ng.figures import pyplot
 from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
 from ektelo_ng.gateway.wire import FrameTooLarge, read_frame, write_frame
@@ -42,8 +43,6 @@ from ektelo_ng.operators.budget import Budget, accounted
 from ektelo_ng.operators.matrices import MarginalStack
 from ektelo_ng.operators.matrix import Identity
 from ektelo_ng.operators.client import Session
-from ektelo_ng.operators.confidence import ConfidenceIntervals
-from ektelo_ng.operators.estimate import Estimate, VectorEstimate
 from ektelo_ng.workload_spec import OVER_DOMAIN_HELP, parse_workload_option
 
 
@@ -83,8 +82,10 @@ def register(subcommands) -> None:
                         help="confidence level of the intervals (default 0.95)")
     parser.add_argument("--seed", type=int, help="reproducible (non-secure) noise, flagged in every answer")
     parser.add_argument("--out", type=Path,
-                        help="save results: .json (everything: answers, budget, lineage) or .csv (one row per "
-                             "answer: answer, variance, std, interval, method)")
+                        help="save results: .json (everything: answers, budget, lineage), .csv (one row per "
+                             "answer: answer, variance, std, interval, method) or a new folder (one CSV per query "
+                             "table or estimate, for a plan returning ek.answer's Results or several estimates, and "
+                             "report.json)")
     parser.add_argument("--synthetic", type=Path,
                         help="with a plan that fits a model (MST, AIM, ResidualPlanner+PGM, PrivBayes+PGM): write synthetic "
                              "records to this .csv or .parquet file (Parquet needs the parquet extra), as many as the "
@@ -166,8 +167,8 @@ def run(args: argparse.Namespace) -> int:
     return answer_and_report(args, Session(transport), lambda: run_child(args, transport))
 
 
-OUTPUT_SUFFIXES = {"out": (".json", ".csv"), "plot": (".png",)}
-"""The formats --out and --plot write (--synthetic: ``session.TABLE_FORMATS``)."""
+OUTPUT_SUFFIXES = {"out": (".json", ".csv", ""), "plot": (".png",)}
+"""The formats --out and --plot write (--out without a suffix: a folder; --synthetic: ``session.TABLE_FORMATS``)."""
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -186,7 +187,11 @@ def check_outputs(args: argparse.Namespace) -> None:
         folder = path.parent
         if not folder.is_dir():
             raise FileNotFoundError(f"--{option} {path}: folder {folder} does not exist; create it first")
-        if path.is_dir() or not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        if option == "out" and path.suffix == "" and path.is_dir() and any(path.iterdir()):
+            raise FileExistsError(f"--out {path}: the folder holds files already; name a new or empty folder (one "
+                                  "CSV per table and report.json are written there), or a .json or .csv file")
+        if (path.is_dir() == bool(path.suffix) and path.exists() or not os.access(folder, os.W_OK)
+                or (path.exists() and not os.access(path, os.W_OK))):
             raise PermissionError(f"--{option} {path}: cannot write there; choose another path")
     if args.plot:
         pyplot()
@@ -343,109 +348,33 @@ def _answers(received: bytearray, code: int) -> PlanAnswers | None:
                          f"{'.'.join(map(str, first['loc'])) or 'the top'}") from None
 
 
-class PlanAnswers(BaseModel):
-    """What a plan answered, as its process sends it back: the records of ``Estimate.records`` as columns, the
-    synthetic records as integer codes per attribute, the fit's loss per iteration. Checked by :meth:`check` against
-    the domain before anything is written."""
-
-    model_config = ConfigDict(extra="forbid")
-    note: str
-    level: float
-    method: str
-    queries: list[str]
-    answers: list[float]
-    variances: list[float]
-    lower: list[float]
-    upper: list[float]
-    synthetic: dict[str, list[int]] | None = None
-    history: list[float] | None = None
-    fit_method: str | None = None
-
-    @model_validator(mode="after")
-    def _one_length(self) -> PlanAnswers:
-        columns = (self.queries, self.answers, self.variances, self.lower, self.upper)
-        if len({len(column) for column in columns}) > 1:
-            raise ValueError("queries, answers, variances and intervals of different lengths")
-        if self.synthetic and len({len(column) for column in self.synthetic.values()}) > 1:
-            raise ValueError("synthetic columns of different lengths")
-        return self
-
-    @classmethod
-    def of(cls, estimate: Estimate, workload, level: float, *, synthetic: bool, seed: int | None,
-           history: bool) -> PlanAnswers:
-        """``estimate``'s answers to ``workload`` at ``level``, with its synthetic records and fit if asked."""
-        records = estimate.records(workload, level)
-        model = synthetic and hasattr(estimate, "synthetic")
-        return cls(note=estimate.note, level=records[0]["level"] if records else level,
-                   method=records[0]["method"] if records else "",
-                   **{name: [r[key] for r in records] for name, key in
-                      (("queries", "query"), ("answers", "answer"), ("variances", "variance"), ("lower", "lower"),
-                       ("upper", "upper"))},
-                   synthetic={name: np.asarray(column).tolist() for name, column in
-                              estimate.synthetic(seed=seed).items()} if model else None,
-                   history=list(map(float, getattr(estimate, "history", None) or [])) if history else None,
-                   fit_method=getattr(estimate, "method", None) if history else None)
-
-    def synthetic_columns(self, domain: Domain) -> dict[str, np.ndarray]:
-        """The synthetic records over ``domain``, with its value labels where it has them; refused if a column
-        names no attribute or holds a code outside it."""
-        columns = {}
-        for name, codes in (self.synthetic or {}).items():
-            if name not in domain.names:
-                raise ValueError(f"the plan's synthetic records have a column {name!r} the table does not")
-            attribute, codes = domain[name], np.asarray(codes, dtype=np.int64)
-            if codes.size and not (0 <= codes.min() and codes.max() < attribute.size):
-                raise ValueError(f"the plan's synthetic records hold codes of {name!r} outside 0..{attribute.size - 1}")
-            columns[name] = np.asarray(attribute.labels)[codes] if attribute.labels else codes
-        return columns
-
-
-class ReturnedEstimate(Estimate):
-    """The answers a plan's process sent back, as an Estimate: what ``run`` prints and exports (to_csv, to_json)."""
-
-    def __init__(self, answers: PlanAnswers):
-        self.note, self._queries = answers.note, answers.queries
-        self._variances = np.asarray(answers.variances, dtype=float)
-        self._intervals = ConfidenceIntervals(np.asarray(answers.answers, dtype=float),
-                                              np.asarray(answers.lower, dtype=float),
-                                              np.asarray(answers.upper, dtype=float), answers.level, answers.method)
-
-    def answer(self, W=None) -> np.ndarray:
-        return self._intervals.answers
-
-    def variances(self, W=None) -> np.ndarray:
-        return self._variances
-
-    def intervals(self, W=None, level: float = 0.95, method="auto") -> ConfidenceIntervals:
-        return self._intervals
-
-    def labels(self, W=None) -> list[str]:
-        return self._queries
-
-
 def answer_plan(args: argparse.Namespace, plan, budget: Budget, session: Session) -> PlanAnswers:
-    """Run ``plan`` on the session: what it estimated, with its synthetic records (if --synthetic) and its fit's
-    history (if --plot). Printed and written by ``write_answers``, in the process that holds the kernel."""
+    """Run ``plan`` on the session: what it estimated (one estimate, several, or query Results), with its synthetic
+    records (if --synthetic) and its fit's history (if --plot). Printed and written by ``write_answers`` and
+    ``report_kernel``, in the process that holds the kernel."""
     workload = plan_workload(args, session.source.domain)
-    estimate = plan(session.source, workload, budget)
+    returned = plan(session.source, workload, budget)
     if _catalog_name(args) in QUERIES_ON_MARGINALS:  # its own queries: answered with their variances
         workload = None
-    if not isinstance(estimate, Estimate):
-        estimate = VectorEstimate(np.asarray(getattr(estimate, "x", estimate), dtype=float),
-                                  note="the plan returned a bare array: no error bars")
-    return PlanAnswers.of(estimate, workload, args.level, synthetic=bool(args.synthetic), seed=args.seed,
-                          history=bool(args.plot))
+    return PlanAnswers.of_returned(returned, workload, args.level, synthetic=bool(args.synthetic), seed=args.seed,
+                                   history=bool(args.plot))
 
 
 def write_answers(args: argparse.Namespace, answers: PlanAnswers, domain: Domain | None) -> None:
     """Print the plan's answers and write its synthetic records (over the table's ``domain``) and the plot of its
     fit (--out: ``report_kernel``, with the kernel's report)."""
-    records = ReturnedEstimate(answers).records()
-    shown = ", ".join(_shown(r) for r in records[:6]) + (" ..." if len(records) > 6 else "")
-    print(f"{args.plan}: {len(records)} answers: {shown}")
-    if records:
-        level = "" if answers.method.startswith("unavailable") else f" at level {args.level}"
-        print(f"intervals: {answers.method}{level}; {answers.note}")
+    if answers.tables:  # query Results: one labelled table per query
+        results = answers.results()
+        for name in results:
+            print(f"{name}:\n{results[name].drop(columns='accounts_for').to_string(index=False)}")
+        print(results.note)
+    for name, part in (answers.estimates or {str(args.plan): answers} if not answers.tables else {}).items():
+        records = ReturnedEstimate(part).records()
+        shown = ", ".join(_shown(r) for r in records[:6]) + (" ..." if len(records) > 6 else "")
+        print(f"{name}: {len(records)} answers: {shown}")
+        if records:
+            level = "" if part.method.startswith("unavailable") else f" at level {args.level}"
+            print(f"intervals: {part.method}{level}; {part.note}")
     if args.synthetic:
         if answers.synthetic is None:  # a plan script: known only once it has run
             raise ValueError(_NO_MODEL.format(plan=args.plan))
@@ -496,16 +425,10 @@ def report_kernel(args: argparse.Namespace, session: Session, answers: PlanAnswe
     print("\n".join(["lineage: table" + ("" if tree else " (nothing derived)"), *map(_tree_line, tree)]))
     if not (args.out and answers):
         return
-    estimate = ReturnedEstimate(answers)
-    if args.out.suffix.lower() == ".csv":
-        estimate.to_csv(args.out)
-    else:
-        report = {"plan": str(args.plan), "note": answers.note, "answers": json.loads(estimate.to_json())["answers"],
-                  "budget_total": str(status.total.value), "budget_spent": str(status.spent.value),
-                  "budget_kind": status.total.kind, "seeded": status.seeded,
-                  "lineage": {"sources": lineage.number_of_nodes(), "derivations": derivations, "tree": tree}}
-        args.out.write_text(json.dumps(report, indent=2))
-    print(f"saved {args.out}")
+    report = {"budget_total": str(status.total.value), "budget_spent": str(status.spent.value),
+              "budget_kind": status.total.kind, "seeded": status.seeded,
+              "lineage": {"sources": lineage.number_of_nodes(), "derivations": derivations, "tree": tree}}
+    print(f"saved {plan_answers.save(args.out, answers, str(args.plan), report)}")
 
 
 def lineage_tree(graph: nx.DiGraph) -> list[dict]:

@@ -68,14 +68,15 @@ class Results:
         folder.mkdir(parents=True, exist_ok=True)
         written = []
         for name, frame in self.frames.items():
-            file = folder / f"{_file_name(name)}.{format}"
+            file = folder / f"{file_name(name)}.{format}"
             frame.to_csv(file, index=False) if format == "csv" else frame.to_parquet(file, index=False)
             written.append(file)
         (folder / "README.txt").write_text(self.note + "\n")
         return written
 
 
-def _file_name(name: str) -> str:
+def file_name(name: str) -> str:
+    """A query's name as a file name: letters, digits, - _ . kept, anything else _."""
     kept = "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip("_")
     return kept or "query"
 
