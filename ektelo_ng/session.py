@@ -17,7 +17,8 @@ import numpy as np
 from ektelo_ng.gateway.credentials import Credential
 from ektelo_ng.gateway.owner import init_service
 from ektelo_ng.operators.budget import Budget, accounted
-from ektelo_ng.operators.client import Session, socket_transport
+from ektelo_ng.operators import client
+from ektelo_ng.operators.client import socket_transport
 from ektelo_ng.operators.domains import DomainLike, as_domain
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.limits import Limits
@@ -26,6 +27,19 @@ from ektelo_ng.kernel.table import TableBackend, load_table
 from ektelo_ng.sandbox import make_undumpable
 
 BACKENDS = ("numpy", "duckdb", "spark")
+
+
+class Session(client.Session):
+    """A session with a kernel, as the front door opens it (``protect``, ``connect``): the client's, plus
+    :meth:`answer` for batches of queries in the user's terms."""
+
+    def answer(self, queries, budget, **options):
+        """Answer a batch of queries (``ek.query(...)...``) jointly from one measurement of the table, spending
+        all of ``budget``: :func:`operators.queries.answer.answer_batch` (``options``: schema, level, strategy,
+        nonnegative, integer)."""
+        from ektelo_ng.operators.queries.answer import answer_batch
+
+        return answer_batch(self.source, queries, budget, **options)
 
 
 def open_table(table, domain: DomainLike, backend: str = "numpy", **options) -> TableBackend:

@@ -189,14 +189,6 @@ class Session:
         """Every request so far with its charge and outcome (requests, never data)."""
         return [entry for page in self._pages(p.TranscriptLog) for entry in page.entries]
 
-    def answer(self, queries, budget, **options):
-        """Answer a batch of queries (``ek.query(...)...``) jointly from one measurement of the table, spending
-        all of ``budget``: :func:`operators.queries.answer.answer_batch` (``options``: schema, level, strategy,
-        nonnegative, integer)."""
-        from .queries.answer import answer_batch
-
-        return answer_batch(self.source, queries, budget, **options)
-
     def gaussian_batch(self, handles: Sequence[Handle], matrices: Sequence[Matrix],
                        rho: Sequence[float | Fraction | str] | None = None,
                        sigma: Sequence[float] | None = None) -> list[NoisyAnswer]:

@@ -23,13 +23,11 @@ Shape = Union[int, DomainLike]
 
 
 def as_domain(domain: DomainLike) -> Domain:
-    """Accept a Domain, a query Schema (its domain), a list of attribute sizes, or a mapping of names to sizes (or
-    value labels)."""
-    from .queries.schema import Schema
-
+    """Accept a Domain, a query Schema (anything with a ``domain()`` method: its domain; read so, this floor does not
+    import the query layer above it), a list of attribute sizes, or a mapping of names to sizes (or value labels)."""
     if isinstance(domain, Domain):
         return domain
-    if isinstance(domain, Schema):
+    if callable(getattr(domain, "domain", None)):
         return domain.domain()
     if isinstance(domain, Mapping):
         return Domain.from_dict(dict(domain))
