@@ -16,7 +16,7 @@ import numpy as np
 
 from ektelo_ng.gateway.credentials import Credential
 from ektelo_ng.gateway.owner import init_service
-from ektelo_ng.operators.budget import Budget, accounted
+from ektelo_ng.operators.budget import Budget, accounted, delta_of
 from ektelo_ng.operators.client import Session, socket_transport
 from ektelo_ng.operators.domains import DomainLike, as_domain
 from ektelo_ng.kernel.domain import Domain
@@ -77,7 +77,7 @@ def protect(
     """
     kernel = Kernel(open_table(table, domain, backend), accounted(budget), seed=seed, ledger=ledger, max_rows=max_rows,
                     limits=limits)
-    return Session(kernel.handle_json)
+    return Session(kernel.handle_json, delta=delta_of(budget))
 
 
 def connect(address: str | None = None, *, credential: str | Path | Credential | None = None,

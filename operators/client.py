@@ -101,7 +101,7 @@ class NoisyAnswer:
 
 
 READABLE_DELTA = 1e-9
-"""The delta at which a zCDP budget is also shown as (epsilon, delta)-DP."""
+"""The delta at which a zCDP budget is also shown as (epsilon, delta)-DP, unless it was asked for at another."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,8 @@ class BudgetView:
     per_source: dict[str, PureDP | ZCDP]
     seeded: bool = False
     """Whether the kernel draws reproducible (non-secure) noise."""
+    delta: float = READABLE_DELTA
+    """The delta a zCDP budget is shown at as (epsilon, delta)-DP: the one it was asked for in (``ApproxDP``)."""
 
     def approx_dp(self, delta: float, amount: PureDP | ZCDP | None = None) -> float:
         """The (epsilon, delta)-DP epsilon of what was spent, or of ``amount`` (pure DP: epsilon itself)."""
@@ -127,8 +129,8 @@ class BudgetView:
         line = f"spent {unit} = {float(spent):.4g} of {float(total):.4g} ({float(total - spent):.4g} left"
         line += f", on {len(self.per_source)} sources)" if self.per_source else ")"
         if isinstance(self.total, ZCDP):
-            line += (f"; as (epsilon, delta = {READABLE_DELTA:g})-DP: spent epsilon = "
-                     f"{self.approx_dp(READABLE_DELTA):.4g} of {self.approx_dp(READABLE_DELTA, self.total):.4g}")
+            line += (f"; as (epsilon, delta = {self.delta:g})-DP: spent epsilon = "
+                     f"{self.approx_dp(self.delta):.4g} of {self.approx_dp(self.delta, self.total):.4g}")
         return line
 
 
@@ -139,9 +141,12 @@ _RATE_WAITS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0, 4.0, None)
 class Session:
     """A conversation with one kernel; ``source`` is the root table handle."""
 
-    def __init__(self, transport: Transport):
+    def __init__(self, transport: Transport, delta: float | None = None):
         self.transport = transport
         """How requests reach the kernel: JSON text in, JSON text out."""
+        self.delta = READABLE_DELTA if delta is None else delta
+        """The delta its budget is shown at as (epsilon, delta)-DP (``BudgetView.delta``): the one the budget was
+        asked for in, if it was an ``ApproxDP``."""
         self._root: Handle | None = None
 
     def request(self, message) -> object:
@@ -166,7 +171,7 @@ class Session:
     @property
     def budget(self) -> BudgetView:
         info = self.request(p.BudgetStatus())
-        return BudgetView(info.total, info.spent, info.remaining, dict(info.per_source), info.seeded)
+        return BudgetView(info.total, info.spent, info.remaining, dict(info.per_source), info.seeded, self.delta)
 
     def lineage(self) -> nx.DiGraph:
         """The lineage graph: sources, derivations with their stability, spend per source."""

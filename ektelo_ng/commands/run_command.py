@@ -31,7 +31,7 @@ from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.limits import Limits
 from ektelo_ng.kernel.service import Kernel
 from ektelo_ng.session import BACKENDS, check_writable, connect, open_table, protect, write_columns
-from ektelo_ng.operators.budget import Budget, accounted
+from ektelo_ng.operators.budget import Budget, accounted, delta_of
 from ektelo_ng.operators.matrices import MarginalStack
 from ektelo_ng.operators.matrix import Identity
 from ektelo_ng.operators.client import Session
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
                         seed=args.seed)
         transport = kernel.handle_json
     code = run_child(args, transport)
-    report_kernel(args, Session(transport))
+    report_kernel(args, Session(transport, delta=delta_of(budget)))
     return code
 
 

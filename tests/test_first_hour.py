@@ -1,0 +1,38 @@
+"""A new user's first hour (issue 45): what the budget report, the outputs, the service and the errors say is in
+the user's own terms: the delta and column order asked for, names that exist, no internal units."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ektelo_ng as ek
+from ektelo_ng.cli import main
+
+
+def _ages(tmp_path, rows=300):
+    path = tmp_path / "ages.csv"
+    ages = np.random.default_rng(0).integers(0, 10, rows)
+    path.write_text("age\n" + "".join(f"{a}\n" for a in ages))
+    return path
+
+
+# ---- item 3: an (epsilon, delta) budget is reported at its own delta ---------------------------------------------
+
+
+def test_an_approx_dp_budget_is_reported_at_the_delta_it_was_asked_for():
+    session = ek.protect({"age": np.arange(10)}, {"age": 10}, ek.ApproxDP(1, 1e-6))
+    text = str(session.budget)
+    assert "as (epsilon, delta = 1e-06)-DP: spent epsilon = 0 of 1" in text, text
+    vector, _ = ek.measure.data_vector(session.source)
+    ek.measure.gaussian(vector, ek.matrix.Identity(10), session.budget.total.rho)
+    assert "spent epsilon = 1 of 1" in str(session.budget)  # all of it: the epsilon asked for, at its delta
+    assert session.budget.approx_dp(1e-6) == pytest.approx(1, rel=1e-6)
+
+
+def test_run_reports_an_approx_dp_budget_at_its_own_delta(tmp_path, capsys):
+    table = _ages(tmp_path)
+    assert main(["run", "Identity", "--table", str(table), "--domain", "age=10", "--budget",
+                 "epsilon=1,delta=1e-6"]) == 0
+    said = capsys.readouterr().out
+    assert "delta = 1e-06)-DP: spent epsilon = 1 of 1" in said, said
