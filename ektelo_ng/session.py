@@ -9,7 +9,7 @@ import importlib.util
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -137,6 +137,27 @@ def read_columns(table, domain: Domain) -> dict[str, np.ndarray]:
     if hasattr(table, "columns") and hasattr(table, "to_numpy"):  # a pandas DataFrame, without importing pandas
         return {str(c): table[c].to_numpy() for c in table.columns}
     raise TypeError(f"cannot read a table from {type(table).__name__}: give a dict of columns, an array, a DataFrame or a CSV path")
+
+
+def table_columns(table) -> list[str]:
+    """A table file's column names in the file's order (a CSV's header, a Parquet schema), for outputs that keep
+    the user's order; [] for anything else."""
+    path = Path(table) if isinstance(table, (str, Path)) else None
+    if path is None or not path.is_file():
+        return []
+    if path.suffix.lower() == ".parquet":
+        try:
+            import pyarrow.parquet
+        except ImportError:
+            return []
+        return list(pyarrow.parquet.read_schema(path).names)
+    with path.open(newline="") as handle:
+        return [name.strip() for name in next(csv.reader(handle), [])]
+
+
+def in_order(columns: Mapping[str, np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:
+    """``columns`` with those in ``names`` first, in that order, then the rest."""
+    return {**{name: columns[name] for name in names if name in columns}, **columns}
 
 
 def _read_parquet(path: Path) -> dict[str, np.ndarray]:

@@ -30,7 +30,9 @@ from ektelo_ng.gateway.wire import read_frame, write_frame
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.limits import Limits
 from ektelo_ng.kernel.service import Kernel
-from ektelo_ng.session import BACKENDS, check_writable, connect, open_table, protect, write_columns
+from ektelo_ng.session import (
+    BACKENDS, check_writable, connect, in_order, open_table, protect, table_columns, write_columns,
+)
 from ektelo_ng.operators.budget import Budget, accounted, delta_of
 from ektelo_ng.operators.matrices import MarginalStack
 from ektelo_ng.operators.matrix import Identity
@@ -129,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     if args.synthetic:
         check_writable(args.synthetic)
     budget = parse_budget(args.budget)
+    args.columns = ",".join(table_columns(args.table)) if args.table else None  # the order synthetic records keep
     if not (args.connect or args.credential or (args.table and args.domain)):
         raise ValueError("give --table and --domain, or --connect ADDRESS with --credential FILE")
     if args.workload and args.domain:  # refused before the table is read (a served table's domain: by the plan's run)
@@ -202,7 +205,7 @@ def _relay(descriptor: int, stream, selector: selectors.BaseSelector) -> bool:
     return True
 
 
-PLAN_OPTIONS = ("plan", "domain", "budget", "workload", "level", "seed", "out", "synthetic", "plot")
+PLAN_OPTIONS = ("plan", "domain", "budget", "workload", "level", "seed", "out", "synthetic", "plot", "columns")
 """What the plan's process is told: its plan and outputs, never the table, the kernel's options or a ledger."""
 
 
@@ -226,7 +229,7 @@ def run_plan(args: argparse.Namespace, plan, budget: Budget, session: Session) -
     if args.synthetic:
         if not hasattr(estimate, "synthetic"):  # a plan script: known only once it has run
             raise ValueError(_NO_MODEL.format(plan=args.plan))
-        columns = estimate.synthetic(seed=args.seed, labels=True)
+        columns = in_order(estimate.synthetic(seed=args.seed, labels=True), (args.columns or "").split(","))
         write_columns(columns, args.synthetic)
         print(f"saved {args.synthetic}: {len(next(iter(columns.values())))} synthetic records")
     if args.plot:
