@@ -432,7 +432,17 @@ def _connection(address: str, credential: Credential | None, timeout: float | No
             "--dir DIR --table FILE --domain FILE`, or check the address in your credential") from None
     tune_socket(sock)
     if family != socket.AF_UNIX:
-        sock = ssl.create_default_context(cadata=credential.ca).wrap_socket(sock, server_hostname=where[0])
+        try:
+            sock = ssl.create_default_context(cadata=credential.ca).wrap_socket(sock, server_hostname=where[0])
+        except ssl.SSLCertVerificationError as error:
+            sock.close()
+            why = (f"its certificate does not name {where[0]}" if "mismatch" in (error.verify_message or "")
+                   else f"its certificate was refused ({error.verify_message or error})")
+            raise ConnectionError(
+                f"the kernel at {address} could not prove it is the service your credential trusts: {why}; ask "
+                "the data owner for a credential with an address the certificate names (`ektelo-ng kernel init "
+                "--host`)"
+            ) from None
     send = framed_transport(sock, f"the kernel at {address}")
 
     if credential is not None:

@@ -55,3 +55,56 @@ def test_synthetic_records_keep_the_tables_column_order_not_the_domain_files(tmp
     lines = out.read_text().splitlines()
     assert lines[0] == "salary,age" and 150 < len(lines) < 250  # as many records as the noisy total
     assert all(0 <= int(s) < 4 and 0 <= int(a) < 3 for s, a in (line.split(",") for line in lines[1:]))
+
+
+# ---- item 6: a credential for an address the certificate does not name -------------------------------------------
+
+
+def test_a_credential_for_an_address_the_certificate_does_not_name_is_refused_before_anything_is_given(
+        tmp_path, capsys):
+    pytest.importorskip("cryptography")
+    service = str(tmp_path / "service")
+    assert main(["kernel", "init", service, "--budget", "epsilon=4", "--host", "localhost"]) == 0
+    assert main(["kernel", "analysts", "add", "alice", "--budget", "epsilon=1", "--dir", service,
+                 "--address", "127.0.0.1:7373"]) == 2
+    said = capsys.readouterr().err
+    assert "127.0.0.1" in said and "localhost" in said and "--host 127.0.0.1" in said, said
+    assert not (tmp_path / "service" / "credentials" / "alice.json").exists()
+    # nothing was given: the name and the share are still free
+    assert main(["kernel", "analysts", "add", "alice", "--budget", "epsilon=4", "--dir", service,
+                 "--address", "localhost:7373"]) == 0
+
+
+def test_connecting_where_the_certificate_names_another_host_says_so(tmp_path):
+    pytest.importorskip("cryptography")
+    import socket
+    import threading
+
+    from ektelo_ng.gateway.credentials import Credential
+    from ektelo_ng.gateway.owner import ServiceDirectory, init_service
+    from ektelo_ng.kernel.privacy import PureDP
+
+    directory = init_service(tmp_path / "service", PureDP(4), hosts=["localhost"])
+    context = ServiceDirectory(directory.path).server_context()
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve_one() -> None:
+        connection, _ = listener.accept()
+        try:
+            context.wrap_socket(connection, server_side=True)
+        except OSError:
+            pass  # the client refused the certificate
+        finally:
+            connection.close()
+
+    server = threading.Thread(target=serve_one)
+    server.start()
+    ca = (directory.path / "tls" / "ca.pem").read_text()
+    credential = Credential(analyst="alice", token="t" * 43, address=f"127.0.0.1:{port}", ca=ca)
+    try:
+        with pytest.raises(ConnectionError, match=r"its certificate does not name 127\.0\.0\.1"):
+            ek.connect(credential=credential, timeout=30)
+    finally:
+        server.join(timeout=30)
+        listener.close()
