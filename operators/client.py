@@ -100,6 +100,10 @@ class NoisyAnswer:
         return 2 * self.scale**2 if self.noise == "laplace" else self.scale**2
 
 
+CRUMB = Fraction(1, 10**12)
+"""What is left below this share of the total is shown as 0 left: the crumb a plan spending in rounds leaves on the
+kernel's grid of amounts (AIM's last round leaves about 1e-83), never enough to measure with."""
+
 READABLE_DELTA = 1e-9
 """The delta at which a zCDP budget is also shown as (epsilon, delta)-DP, unless it was asked for at another."""
 
@@ -126,7 +130,9 @@ class BudgetView:
         """One readable line: what was spent of what, and under zCDP the (epsilon, delta) it amounts to."""
         unit, spent, total = ("epsilon", self.spent.epsilon, self.total.epsilon) if isinstance(self.total, PureDP) \
             else ("rho", self.spent.rho, self.total.rho)
-        line = f"spent {unit} = {float(spent):.4g} of {float(total):.4g} ({float(total - spent):.4g} left"
+        left = total - spent
+        left = 0 if left < total * CRUMB else left  # below what could ever be measured with: rounding, not budget
+        line = f"spent {unit} = {float(spent):.4g} of {float(total):.4g} ({float(left):.4g} left"
         line += f", on {len(self.per_source)} sources)" if self.per_source else ")"
         if isinstance(self.total, ZCDP):
             line += (f"; as (epsilon, delta = {self.delta:g})-DP: spent epsilon = "

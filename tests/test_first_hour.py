@@ -108,3 +108,84 @@ def test_connecting_where_the_certificate_names_another_host_says_so(tmp_path):
     finally:
         server.join(timeout=30)
         listener.close()
+
+
+# ---- item 7: no internal units, a "did you mean" for typos, refusals before anything is spent ---------------------
+
+
+@pytest.mark.parametrize(("budget", "says"), [
+    ("epsilon=0", "epsilon must be positive; got '0'"),
+    ("epsilom=1", "did you mean epsilon?"),
+    ("epsilon=1,detla=1e-6", "did you mean delta?"),
+    ("roh=0.5", "did you mean rho?"),
+])  # fmt: skip
+def test_a_budget_error_speaks_the_users_units(budget, says):
+    from ektelo_ng.grammar import parse_budget
+
+    with pytest.raises(ValueError) as refused:
+        parse_budget(budget)
+    assert says in str(refused.value) and "AMOUNT_GRID" not in str(refused.value)
+
+
+def test_a_plan_or_workload_typo_gets_a_did_you_mean(tmp_path, capsys):
+    table = _ages(tmp_path)
+    assert main(["run", "Identiy", "--table", str(table), "--domain", "age=10", "--budget", "epsilon=1"]) == 2
+    assert "did you mean Identity?" in capsys.readouterr().err
+    assert main(["run", "Identity", "--table", str(table), "--domain", "age=10", "--budget", "epsilon=1",
+                 "--workload", "prefx:10"]) == 2
+    assert "did you mean prefix?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ('{"age": "100"}', "attribute 'age': give its size as a number (100) or its labels as a list, not the string '100'"),
+    ('{"age": true}', "attribute 'age': give its size as a number"),
+    ('{"age": ["a", "a"]}', "attribute 'age' has repeated labels"),
+])  # fmt: skip
+def test_a_bad_value_in_a_domain_file_is_one_plain_sentence(tmp_path, spec, says):
+    from ektelo_ng.grammar import parse_domain
+
+    (tmp_path / "d.json").write_text(spec)
+    with pytest.raises(ValueError) as refused:
+        parse_domain(tmp_path / "d.json")
+    text = str(refused.value)
+    assert says in text and "pydantic" not in text and "validation error" not in text and "\n" not in text, text
+
+
+def test_an_output_of_unknown_kind_is_refused_before_anything_is_spent(tmp_path, capsys):
+    table = _ages(tmp_path)
+    assert main(["run", "Identity", "--table", str(table), "--domain", "age=10", "--budget", "epsilon=1",
+                 "--out", str(tmp_path / "r.xlsx")]) == 2
+    said = capsys.readouterr()
+    assert "--out" in said.err and ".csv or .json" in said.err and "spent" not in said.out
+    assert not (tmp_path / "r.xlsx").exists()
+
+
+def test_a_crumb_of_budget_below_what_can_be_spent_reads_as_none_left():
+    from fractions import Fraction
+
+    from ektelo_ng.kernel.privacy import AMOUNT_GRID, ZCDP
+    from ektelo_ng.operators.client import BudgetView
+
+    total = ZCDP("0.5")
+    crumb = Fraction(1, AMOUNT_GRID) * Fraction(104, 100)
+    view = BudgetView(total, ZCDP(total.rho - crumb), ZCDP(crumb), {})
+    assert "spent rho = 0.5 of 0.5 (0 left" in str(view) and "e-84" not in str(view)
+    assert "(0.25 left" in str(BudgetView(total, ZCDP("0.25"), ZCDP("0.25"), {}))
+
+
+def test_a_models_answers_say_in_the_file_why_they_have_no_error_bars(tmp_path, capsys):
+    import csv
+    import json
+
+    table = tmp_path / "people.csv"
+    rng = np.random.default_rng(2)
+    table.write_text("a,b\n" + "".join(f"{x},{y}\n" for x, y in zip(rng.integers(0, 3, 200), rng.integers(0, 2, 200))))
+    for out in ("m.csv", "m.json"):
+        assert main(["run", "ResidualPlanner+PGM", "--table", str(table), "--domain", "a=3,b=2", "--budget", "rho=1",
+                     "--workload", "kway:2", "--out", str(tmp_path / out)]) == 0
+    capsys.readouterr()
+    with open(tmp_path / "m.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert all(r["std"] in ("", "nan") and "no error bars" in r["method"] for r in rows)
+    answers = json.loads((tmp_path / "m.json").read_text())["answers"]
+    assert all("no error bars" in a["method"] for a in answers)

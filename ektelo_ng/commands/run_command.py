@@ -25,7 +25,7 @@ import networkx as nx
 import numpy as np
 
 from ektelo_ng.figures import pyplot
-from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
+from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, did_you_mean, parse_budget, parse_domain
 from ektelo_ng.gateway.wire import read_frame, write_frame
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.limits import Limits
@@ -107,7 +107,8 @@ def load_plan(path: Path, domain: str | None = None):
             extra = {"callback": _progress(info[name])} if info[name].model else {}
             return lambda source, workload, budget: catalog[name](source, workload, budget, **info[name].defaults,
                                                                   **extra)
-        raise FileNotFoundError(f"{path} is neither a plan file nor a plan of the catalog ({', '.join(catalog)})")
+        raise FileNotFoundError(f"{path} is neither a plan file nor a plan of the catalog{did_you_mean(str(path), catalog)}"
+                                f" ({', '.join(catalog)})")
     spec = importlib.util.spec_from_file_location(f"ektelo_plan_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -130,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
         pyplot()
     if args.synthetic:
         check_writable(args.synthetic)
+    if args.out and args.out.suffix.lower() not in (".csv", ".json"):  # before anything is read or spent
+        raise ValueError(f"--out {args.out}: give a .csv or .json file (the answers as CSV rows, or everything as JSON)")
     budget = parse_budget(args.budget)
     args.columns = ",".join(table_columns(args.table)) if args.table else None  # the order synthetic records keep
     if not (args.connect or args.credential or (args.table and args.domain)):
