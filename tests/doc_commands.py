@@ -20,6 +20,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,12 +49,14 @@ class Page:
 
 @dataclass
 class Ran:
-    """What running a page did: its Python namespace, what it printed, each command as run, and those skipped."""
+    """What running a page did: its Python namespace, what it printed, each command as run, and those skipped;
+    ``seconds``: each block's time, for the report (``--durations`` of the suite), never asserted."""
 
     namespace: dict
     out: str
     commands: list[str]
     skipped: list[str]
+    seconds: list[tuple[str, float]]
 
 
 def commands_of(block: str) -> list[str]:
@@ -93,17 +96,19 @@ def run_page(page: Page, folder: Path) -> Ran:
 
     values = {"port": free_port(), "folder": str(folder)}
     namespace: dict = {}
-    out, commands, skipped, servers = _stream(), [], [], []
+    out, commands, skipped, servers, seconds = _stream(), [], [], [], []
     here = os.getcwd()
     os.chdir(folder)
     try:
         for number, (kind, code) in enumerate(page.blocks(), 1):
+            started = time.perf_counter()
             if kind == "python":
                 first = code.splitlines()[0]
                 if re.fullmatch(r"# [\w.-]+\.py", first):
                     (folder / first[2:]).write_text(code)
                 with contextlib.redirect_stdout(out):
                     exec(compile(code, f"{page.path.name} block {number}", "exec"), namespace)
+                seconds.append((f"python block {number}", time.perf_counter() - started))
                 continue
             for pattern, replacement, _ in page.substitutions:
                 code = re.sub(pattern, replacement.format(**values), code)
@@ -134,7 +139,8 @@ def run_page(page: Page, folder: Path) -> Ran:
                     raise AssertionError(f"{page.path.name}: {command}: not a command this test knows how to run")
                 if absent:
                     break
-        return Ran(namespace, _text(out), commands, skipped)
+            seconds.append((f"bash block {number}: {code.splitlines()[0][:60]}", time.perf_counter() - started))
+        return Ran(namespace, _text(out), commands, skipped, seconds)
     finally:
         for server in servers:
             if server is not None:
