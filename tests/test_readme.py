@@ -50,6 +50,8 @@ def test_every_block_of_the_readme_runs_as_written(tmp_path, census):
         assert (tmp_path / written).stat().st_size > 0, written
     assert (tmp_path / "synthetic.csv").read_text().startswith("age,sex,region\n")
     assert set(ran.skipped) >= {"ektelo-ng dpbench", "python3 -m pytest"}
+    if any(c.startswith("python3 -c") for c in ran.commands):  # alice's line: her share, seen from her machine
+        assert "spent epsilon = 0 of 1" in ran.out and "alice" in ran.out  # (and kernel audit names her)
 
 
 def test_readme_main_job_is_the_quick_replay_on_built_in_data():
