@@ -108,7 +108,7 @@ def people(rows: int = 20_000, seed: int = 0) -> tuple[dict[str, np.ndarray], di
     r, years = np.meshgrid(np.arange(n["region"]), np.arange(n["age"]), indexing="ij")
     age_cpt = np.exp(-years / (30.0 + 6.0 * r)) * (1.0 + 0.3 * np.exp(-(((years - 35.0) / 12.0) ** 2)))
     age = _draw(age_cpt, region, rng)  # (regions, ages): _draw normalizes each row
-    women = 0.49 + 0.12 / (1.0 + np.exp(-(np.arange(n["age"]) - 75.0) / 6.0))
+    women = 0.45 + 0.25 / (1.0 + np.exp(-(np.arange(n["age"]) - 60.0) / 10.0))
     sex = _draw(np.stack([1.0 - women, women], axis=1), age, rng)
     return {"age": age, "sex": sex, "region": region}, dict(PEOPLE_DOMAIN)
 
