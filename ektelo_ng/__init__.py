@@ -1,13 +1,19 @@
 """ektelo-ng: differentially private query answering with plans over a protected kernel.
 
-The front door, and the only import a plan script needs::
+The front door, and the only import a plan script needs (this example runs in the tests):
 
-    import ektelo_ng as ek
-    session = ek.protect(columns, ek.Domain.from_dict({"age": 100}), ek.PureDP(1))
-    W = ek.workload.Prefix(100)
-    estimate = ek.catalog["HB"](session.source, W, 1)          # a plan of the catalog, or your own:
-    vector, _ = ek.measure.data_vector(session.source)
-    x_hat = ek.least_squares([ek.measure.laplace(vector, ek.selection.hb((100,)), 1)], size=100)
+>>> import numpy as np
+>>> import ektelo_ng as ek
+>>> columns = {"age": np.arange(1000) % 37}
+>>> session = ek.protect(columns, ek.Domain.from_dict({"age": 100}), ek.PureDP(1))
+>>> W = ek.workload.Prefix(100)
+>>> estimate = ek.catalog["HB"](session.source, W, ek.PureDP("1/2"))    # a plan of the catalog, or your own:
+>>> vector, _ = ek.measure.data_vector(session.source)
+>>> x_hat = ek.least_squares([ek.measure.laplace(vector, ek.selection.hb((100,)).matrix, "1/2")], size=100)
+>>> estimate.answer(W).shape, x_hat.shape
+((100,), (100,))
+>>> print(session.budget)
+spent epsilon = 1 of 1 (0 left, on 3 sources)
 
 The layers live in the repository's top-level folders (``kernel/``, ``operators/``, ``plans/``, ``gateway/``)
 and are imported as ``ektelo_ng.kernel`` and so on, so that a user's own ``operators.py`` or ``plans.py``

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from ektelo_ng import commands
-from ektelo_ng.operators.client import KernelError
 
 
 def _version() -> str:
@@ -18,7 +17,9 @@ def _version() -> str:
         return "unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: with ``argv``, only the command it names is registered (and its module imported),
+    unless it names none the registry knows (then every command, for the help or the error)."""
     parser = argparse.ArgumentParser(
         prog="ektelo-ng",
         description=(
@@ -29,13 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ektelo-ng {_version()}")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for register in commands.REGISTRY:
-        register(subcommands)
+    chosen = next((word for word in argv or () if not word.startswith("-")), None)
+    commands.register(subcommands, [chosen] if chosen in commands.MODULES else None)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -50,7 +52,11 @@ def guarded(command: str, run) -> int:
     except KeyboardInterrupt:  # the user stopped it: say so, no traceback (130 = 128 + SIGINT, as shells do)
         print(f"ektelo-ng {command}: interrupted", file=sys.stderr)
         return 130
-    except (KernelError, ValueError, OSError, KeyError, ImportError) as error:  # one line: what, why, what to do
+    except Exception as error:  # a refusal is one line: what, why, what to do
+        from ektelo_ng.operators.client import KernelError  # here: a command that never meets one never loads it
+
+        if not isinstance(error, (KernelError, ValueError, OSError, KeyError, ImportError)):
+            raise
         print(f"ektelo-ng {command}: error: {error.args[0] if isinstance(error, KeyError) else error}", file=sys.stderr)
         return 2
 

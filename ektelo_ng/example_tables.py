@@ -18,13 +18,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["census", "cps", "CENSUS_DOMAIN", "CPS_DOMAIN"]
+__all__ = ["census", "cps", "people", "CENSUS_DOMAIN", "CPS_DOMAIN", "PEOPLE_DOMAIN"]
 
 #: The census-like table's attributes and sizes: 20 x 2 x 5 x 8 x 5 x 4 x 10 = 320,000 cells.
 CENSUS_DOMAIN: dict[str, int] = {"age": 20, "sex": 2, "race": 5, "education": 8, "marital": 5, "employment": 4,
                                  "income": 10}
 #: The CPS schema of the ResidualPlanner paper (Xiao et al. 2023): 100 x 50 x 7 x 4 x 2 = 280,000 cells.
 CPS_DOMAIN: dict[str, int] = {"income": 100, "age": 50, "marital": 7, "race": 4, "sex": 2}
+
+#: The README's people.csv: age in years, sex, and one of five regions (100 x 2 x 5 = 1,000 cells).
+PEOPLE_DOMAIN: dict[str, int] = {"age": 100, "sex": 2, "region": 5}
 
 #: Most rows drawn at once (the codes alone then take 8 bytes a value per attribute).
 MAX_ROWS = 10**8
@@ -92,6 +95,22 @@ def census(rows: int = 50_000, seed: int = 0) -> tuple[dict[str, np.ndarray], di
     columns = {"age": age, "sex": sex, "race": race, "education": education, "marital": marital,
                "employment": employment, "income": income}
     return columns, dict(CENSUS_DOMAIN)
+
+
+def people(rows: int = 20_000, seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """The README's table of ``rows`` made-up people: ``({name: codes}, {name: size})`` with age (0..99 years),
+    sex (2) and region (5). region is a root; age <- region (some regions are older); sex <- age (more women
+    among the old). Deterministic in ``seed``.
+    """
+    rows, rng = _arguments(rows, seed)
+    n = PEOPLE_DOMAIN
+    region = _draw_root(np.array([0.35, 0.25, 0.2, 0.12, 0.08]), rows, rng)
+    r, years = np.meshgrid(np.arange(n["region"]), np.arange(n["age"]), indexing="ij")
+    age_cpt = np.exp(-years / (30.0 + 6.0 * r)) * (1.0 + 0.3 * np.exp(-(((years - 35.0) / 12.0) ** 2)))
+    age = _draw(age_cpt, region, rng)  # (regions, ages): _draw normalizes each row
+    women = 0.45 + 0.25 / (1.0 + np.exp(-(np.arange(n["age"]) - 60.0) / 10.0))
+    sex = _draw(np.stack([1.0 - women, women], axis=1), age, rng)
+    return {"age": age, "sex": sex, "region": region}, dict(PEOPLE_DOMAIN)
 
 
 def cps(rows: int = 50_000, seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, int]]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
+from collections.abc import Iterable
 from fractions import Fraction
 from pathlib import Path
 
@@ -23,14 +25,24 @@ MARGINALS_HELP = ("kway:K (every marginal of exactly K attributes), upto:K (ever
                   "attribute sets by name or position separated by ';', such as age,sex;sex,zone")
 
 
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """" (did you mean X?)" for the choice nearest a mistyped ``word``, or "" if none is near."""
+    near = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {near[0]}?)" if near else ""
+
+
+BUDGET_KEYS = ("epsilon", "delta", "rho", "pcost")
+
+
 def parse_budget(text: str) -> Budget:
     """A budget in the shared grammar (:data:`BUDGET_HELP`)."""
     fields: dict[str, str] = {}
     for part in text.replace(" ", "").split(","):
         name, sep, value = part.partition("=")
         name = "epsilon" if name == "eps" else name
-        if not sep or name not in ("epsilon", "delta", "rho", "pcost") or name in fields:
-            raise ValueError(f"cannot read the budget {text!r}: give {BUDGET_HELP}")
+        if not sep or name not in BUDGET_KEYS or name in fields:
+            hint = did_you_mean(name, BUDGET_KEYS) if sep and name not in BUDGET_KEYS else ""
+            raise ValueError(f"cannot read the budget {text!r}{hint}: give {BUDGET_HELP}")
         fields[name] = value
     try:
         match sorted(fields):
@@ -69,13 +81,19 @@ def parse_domain(text: str | Path) -> Domain:
             raise ValueError(f"cannot read the domain file {path}: {error}") from None
         if not isinstance(spec, dict):
             raise ValueError(f"{path}: the domain must be a JSON object of attribute sizes or label lists")
-        if "attributes" in spec:
-            return Domain.model_validate(spec)
-        if any(isinstance(value, dict) for value in spec.values()):  # a query schema: labels, bounds and bins
+        if "attributes" not in spec and any(isinstance(value, dict) for value in spec.values()):  # a query schema
             from ektelo_ng.operators.queries.schema import Schema
 
             return Schema.from_dict(spec).domain()
-        return Domain.from_dict(spec)
+        if "attributes" not in spec:
+            for name, size in spec.items():
+                if isinstance(size, bool) or not isinstance(size, (int, list)):
+                    raise ValueError(f"{path}: attribute {name!r}: give its size as a number ({_example(size)}) or "
+                                     f"its labels as a list, not the {_KINDS.get(type(size), 'value')} {size!r}")
+        try:
+            return Domain.model_validate(spec) if "attributes" in spec else Domain.from_dict(spec)
+        except ValidationError as error:
+            raise ValueError(f"{path}: {_first_error(error)}") from None
     try:
         if "=" in text:
             pairs = [(name.strip(), int(size)) for name, size in (item.split("=", 1) for item in text.split(","))]
@@ -85,8 +103,21 @@ def parse_domain(text: str | Path) -> Domain:
             return Domain.from_dict(dict(pairs))
         return Domain.from_sizes([int(size) for size in text.lower().split("x")])
     except (ValueError, ValidationError) as error:
-        detail = error.errors()[0]["msg"] if isinstance(error, ValidationError) else error
+        detail = _first_error(error) if isinstance(error, ValidationError) else error
         raise ValueError(f"cannot read the domain {text!r} ({detail}); give {DOMAIN_HELP}") from None
+
+
+_KINDS = {str: "string", bool: "truth value", float: "fraction", dict: "object", type(None): "null"}
+
+
+def _example(size: object) -> str:
+    """A size written as it should be: 100 for "100", else a placeholder."""
+    return str(int(size)) if isinstance(size, str) and size.strip().isdigit() else "e.g. 100"
+
+
+def _first_error(error: ValidationError) -> str:
+    """A pydantic refusal's first message, without its dump."""
+    return str(error.errors()[0]["msg"]).removeprefix("Value error, ")
 
 
 def parse_marginals(text: str, domain: Domain) -> list[tuple[int, ...]]:

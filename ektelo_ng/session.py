@@ -9,15 +9,15 @@ import importlib.util
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ektelo_ng.gateway.credentials import Credential
 from ektelo_ng.gateway.owner import init_service
-from ektelo_ng.operators.budget import Budget, accounted
 from ektelo_ng.operators import client
+from ektelo_ng.operators.budget import Budget, accounted, delta_of
 from ektelo_ng.operators.client import socket_transport
 from ektelo_ng.operators.domains import DomainLike, as_domain
 from ektelo_ng.kernel.domain import Domain
@@ -97,7 +97,7 @@ def protect(
     make_undumpable()  # other processes of this user cannot read the rows out of this one's memory
     kernel = Kernel(open_table(table, domain, backend), accounted(budget), seed=seed, ledger=ledger, max_rows=max_rows,
                     limits=limits)
-    return Session(kernel.handle_json)
+    return Session(kernel.handle_json, delta=delta_of(budget))
 
 
 def connect(address: str | None = None, *, credential: str | Path | Credential | None = None,
@@ -174,6 +174,27 @@ def as_data_frame(table):
     except ImportError:
         raise ImportError(f"reading a {library} table needs narwhals: pip install -e '.[dataframes]'") from None
     return narwhals.from_native(table, eager_only=True)
+
+
+def table_columns(table) -> list[str]:
+    """A table file's column names in the file's order (a CSV's header, a Parquet schema), for outputs that keep
+    the user's order; [] for anything else."""
+    path = Path(table) if isinstance(table, (str, Path)) else None
+    if path is None or not path.is_file():
+        return []
+    if path.suffix.lower() == ".parquet":
+        try:
+            import pyarrow.parquet
+        except ImportError:
+            return []
+        return list(pyarrow.parquet.read_schema(path).names)
+    with path.open(newline="") as handle:
+        return [name.strip() for name in next(csv.reader(handle), [])]
+
+
+def in_order(columns: Mapping[str, np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:
+    """``columns`` with those in ``names`` first, in that order, then the rest."""
+    return {**{name: columns[name] for name in names if name in columns}, **columns}
 
 
 def _read_parquet(path: Path) -> dict[str, np.ndarray]:

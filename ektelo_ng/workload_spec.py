@@ -13,7 +13,7 @@ import numpy as np
 
 from pydantic import ValidationError
 
-from ektelo_ng.grammar import MARGINALS_HELP, parse_domain, parse_marginals
+from ektelo_ng.grammar import MARGINALS_HELP, did_you_mean, parse_domain, parse_marginals
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.operators.matrix import Dense, Matrix
 from ektelo_ng.operators.matrices import MarginalStack
@@ -61,7 +61,7 @@ def parse_workload(text: str) -> Matrix:
     kind, *args = text.strip().lower().split(":")
     if kind not in _FORMS:
         hint = f" ({_NEEDS_DOMAIN})" if kind == "upto" else ""
-        raise ValueError(f"unknown workload {kind!r}{hint}; {HELP}")
+        raise ValueError(f"unknown workload {kind!r}{hint or did_you_mean(kind, _FORMS)}; {HELP}")
     form, build = _FORMS[kind]
     try:
         inspect.signature(build).bind(*args)

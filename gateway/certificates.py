@@ -14,6 +14,25 @@ from pathlib import Path
 VALID_DAYS = 825
 
 
+def certificate_hosts(pem: bytes) -> list[str]:
+    """The names and addresses a server certificate is valid for (its subject alternative names)."""
+    from cryptography import x509
+
+    names = x509.load_pem_x509_certificate(pem).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    return [*names.get_values_for_type(x509.DNSName), *map(str, names.get_values_for_type(x509.IPAddress))]
+
+
+def check_address_is_named(address: str, hosts: list[str]) -> None:
+    """Refuse a TCP ``address`` whose host the certificate does not name: its credential could never connect."""
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if not address.startswith("unix:") and host not in hosts:
+        raise ValueError(
+            f"--address {address}: the service's TLS certificate names {', '.join(hosts)}, not {host}, so a credential "
+            f"for it would fail to connect; give one of those names, or make the service again with "
+            f"`ektelo-ng kernel init DIR --host {host}` (repeat --host for each name analysts use)"
+        )
+
+
 def write_certificates(directory: Path, hosts: list[str]) -> None:
     """Write ``ca.pem``, ``ca.key``, ``server.pem`` and ``server.key`` (keys mode 0600) for the names ``hosts``."""
     try:

@@ -51,13 +51,20 @@ class ServiceDirectory:
         return context
 
     def add_analyst(self, analyst: str, share: Fraction, address: str | None = None) -> Path:
-        """Give ``analyst`` a share of the total and write its credential file (mode 0600) for the owner to hand over."""
+        """Give ``analyst`` a share of the total and write its credential file (mode 0600) for the owner to hand over;
+        an address the server certificate does not name is refused first (nothing is given)."""
+        if address is not None and (self.tls / "server.pem").is_file():
+            from .certificates import certificate_hosts, check_address_is_named
+
+            check_address_is_named(address, certificate_hosts((self.tls / "server.pem").read_bytes()))
         token = new_token()
         ca = (self.tls / "ca.pem").read_text() if (self.tls / "ca.pem").is_file() else None
         credential = Credential(analyst=check_name(analyst), token=token, address=address, ca=ca)
         path = self.path / "credentials" / f"{analyst}.json"
         if path.exists():
-            raise ValueError(f"{path} exists: analyst {analyst!r} was added before (names are never reused)")
+            raise ValueError(f"{path} exists: analyst {analyst!r} was added before, and names are never reused (the "
+                             "audit log keeps them): `ektelo-ng kernel analysts revoke` frees an unused share; add "
+                             "the analyst again under a new name")
         credential.write(path)
         ledger = self.ledger()
         try:

@@ -13,7 +13,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-RAISE = "a data owner can raise it with Kernel(..., limits=Limits({option}=...)) or `ektelo-ng kernel serve --{flag}`"
+RAISE = (
+    "a data owner can raise it with Kernel(..., limits=Limits({option}=...)), or with `--{flag}` on "
+    "`ektelo-ng kernel serve` or `ektelo-ng census release`"
+)
 
 SOURCE_BYTES = 4096
 """What a source holds besides its data (its lineage node, accounting and handle), counted against ``memory``."""

@@ -93,8 +93,12 @@ def requested_amount(name: str, value: Any) -> Fraction:
     if exact > MAX_AMOUNT:
         raise ValueError(f"{name} {_shown(value)} is above 1e{EXPONENT_LIMIT}, the largest amount the kernel accepts")
     amount = on_grid(exact, AMOUNT_GRID)
+    if exact == 0:
+        raise ValueError(f"{name} must be positive; got {_shown(value)}")
     if amount == 0:
-        raise ValueError(f"{name} must be at least 1/AMOUNT_GRID = {1 / AMOUNT_GRID:.3g}; got {_shown(value)}")
+        raise ValueError(
+            f"{name} {_shown(value)} is below {1 / AMOUNT_GRID:.3g}, the smallest amount the kernel charges: give more"
+        )
     return amount
 
 

@@ -11,7 +11,7 @@ same way. A ``Sum`` is never sent to the kernel, which takes no sums (it has no 
 Interval families (prefix, suffix, all ranges, width-w ranges, hierarchies, any list of intervals)
 have Grams with closed forms (``G_ij`` = number of rows covering both i and j) and fast products.
 
->>> from operators.matrix import AllRange
+>>> from ektelo_ng.operators.matrix import AllRange
 >>> gram(AllRange(3)).dense()[0]
 array([3., 2., 1.])
 """

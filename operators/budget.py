@@ -70,6 +70,11 @@ Budget = Union[PureDP, ZCDP, ApproxDP]
 """Every budget a client may give."""
 
 
+def delta_of(budget: Budget) -> float | None:
+    """The delta an ``ApproxDP`` budget was asked for at (its report is read there), else None."""
+    return float(budget.delta) if isinstance(budget, ApproxDP) else None
+
+
 def as_budget(value: Any, name: str = "budget") -> Budget:
     """``value`` if it is a budget; anything else (a bare number, a pair) refused with what to write."""
     if isinstance(value, (PureDP, ZCDP, ApproxDP)):

@@ -13,8 +13,8 @@ line (``CensusWorkload.geography``, ``.table``, ``.line``) so that a release say
 >>> W = SF1()
 >>> W.matrix.shape, len(W.matrix.blocks)
 ((4151, 500480), 96)
->>> W.geography[0], W.table[0], W.line[0]
-('United States', 'P1', 'Total')
+>>> print(W.geography[0], W.table[0], W.line[0], sep=" | ")
+United States | P1 | Total
 """
 
 from __future__ import annotations

@@ -100,8 +100,12 @@ class NoisyAnswer:
         return 2 * self.scale**2 if self.noise == "laplace" else self.scale**2
 
 
+CRUMB = Fraction(1, 10**12)
+"""What is left below this share of the total is shown as 0 left: the crumb a plan spending in rounds leaves on the
+kernel's grid of amounts (AIM's last round leaves about 1e-83), never enough to measure with."""
+
 READABLE_DELTA = 1e-9
-"""The delta at which a zCDP budget is also shown as (epsilon, delta)-DP."""
+"""The delta at which a zCDP budget is also shown as (epsilon, delta)-DP, unless it was asked for at another."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,8 @@ class BudgetView:
     per_source: dict[str, PureDP | ZCDP]
     seeded: bool = False
     """Whether the kernel draws reproducible (non-secure) noise."""
+    delta: float = READABLE_DELTA
+    """The delta a zCDP budget is shown at as (epsilon, delta)-DP: the one it was asked for in (``ApproxDP``)."""
 
     def approx_dp(self, delta: float, amount: PureDP | ZCDP | None = None) -> float:
         """The (epsilon, delta)-DP epsilon of what was spent, or of ``amount`` (pure DP: epsilon itself)."""
@@ -124,11 +130,13 @@ class BudgetView:
         """One readable line: what was spent of what, and under zCDP the (epsilon, delta) it amounts to."""
         unit, spent, total = ("epsilon", self.spent.epsilon, self.total.epsilon) if isinstance(self.total, PureDP) \
             else ("rho", self.spent.rho, self.total.rho)
-        line = f"spent {unit} = {float(spent):.4g} of {float(total):.4g} ({float(total - spent):.4g} left"
+        left = total - spent
+        left = 0 if left < total * CRUMB else left  # below what could ever be measured with: rounding, not budget
+        line = f"spent {unit} = {float(spent):.4g} of {float(total):.4g} ({float(left):.4g} left"
         line += f", on {len(self.per_source)} sources)" if self.per_source else ")"
         if isinstance(self.total, ZCDP):
-            line += (f"; as (epsilon, delta = {READABLE_DELTA:g})-DP: spent epsilon = "
-                     f"{self.approx_dp(READABLE_DELTA):.4g} of {self.approx_dp(READABLE_DELTA, self.total):.4g}")
+            line += (f"; as (epsilon, delta = {self.delta:g})-DP: spent epsilon = "
+                     f"{self.approx_dp(self.delta):.4g} of {self.approx_dp(self.delta, self.total):.4g}")
         return line
 
 
@@ -139,9 +147,12 @@ _RATE_WAITS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0, 4.0, None)
 class Session:
     """A conversation with one kernel; ``source`` is the root table handle."""
 
-    def __init__(self, transport: Transport):
+    def __init__(self, transport: Transport, delta: float | None = None):
         self.transport = transport
         """How requests reach the kernel: JSON text in, JSON text out."""
+        self.delta = READABLE_DELTA if delta is None else delta
+        """The delta its budget is shown at as (epsilon, delta)-DP (``BudgetView.delta``): the one the budget was
+        asked for in, if it was an ``ApproxDP``."""
         self._root: Handle | None = None
 
     def request(self, message) -> object:
@@ -176,7 +187,7 @@ class Session:
         pages = self._pages(p.BudgetStatus)
         per_source = {name: spent for page in pages for name, spent in page.per_source.items()}
         info = pages[0]
-        return BudgetView(info.total, info.spent, info.remaining, per_source, info.seeded)
+        return BudgetView(info.total, info.spent, info.remaining, per_source, info.seeded, self.delta)
 
     def lineage(self) -> nx.DiGraph:
         """The lineage graph: sources, derivations with their stability, spend per source."""
@@ -440,7 +451,17 @@ def _connection(address: str, credential: Credential | None, timeout: float | No
             "--dir DIR --table FILE --domain FILE`, or check the address in your credential") from None
     tune_socket(sock)
     if family != socket.AF_UNIX:
-        sock = ssl.create_default_context(cadata=credential.ca).wrap_socket(sock, server_hostname=where[0])
+        try:
+            sock = ssl.create_default_context(cadata=credential.ca).wrap_socket(sock, server_hostname=where[0])
+        except ssl.SSLCertVerificationError as error:
+            sock.close()
+            why = (f"its certificate does not name {where[0]}" if "mismatch" in (error.verify_message or "")
+                   else f"its certificate was refused ({error.verify_message or error})")
+            raise ConnectionError(
+                f"the kernel at {address} could not prove it is the service your credential trusts: {why}; ask "
+                "the data owner for a credential with an address the certificate names (`ektelo-ng kernel init "
+                "--host`)"
+            ) from None
     send = framed_transport(sock, f"the kernel at {address}")
 
     if credential is not None:

@@ -10,8 +10,8 @@ with ||W A^+||_F^2 = tr[(A^T A)^+ W^T W], infinite unless W is in the row space 
 Everything goes through Grams: a Kronecker strategy factorizes the trace per attribute,
 a union workload sums over its blocks, and only small per-factor Grams are ever dense.
 
->>> from operators.matrix import Identity
->>> from operators.matrices import Prefix
+>>> from ektelo_ng.operators.matrix import Identity
+>>> from ektelo_ng.operators.matrices import Prefix
 >>> round(rmse(Prefix(1024), Identity(1024)), 2)    # J Table 4, Identity column
 32.02
 """

@@ -13,8 +13,8 @@ solve uses everything (ektelo section 5.5).
 - ``ahp_threshold``: AHP's rule zeroing small noisy counts.
 
 >>> import numpy as np
->>> from operators.matrix import Identity
->>> from operators.measurement import Measurement, known_total
+>>> from ektelo_ng.operators.matrix import Identity
+>>> from ektelo_ng.operators.measurement import Measurement, known_total
 >>> m = [Measurement(Identity(2), np.array([1.0, 3.0]), 1.0), known_total(2, 6.0)]
 >>> np.round(least_squares(m), 3)
 array([2., 4.])

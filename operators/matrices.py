@@ -9,7 +9,7 @@ sensitivity itself, without trusting any code in this module.
 >>> import numpy as np
 >>> Prefix(3) @ np.array([1.0, 2.0, 3.0])
 array([1., 3., 6.])
->>> from operators.specs import to_spec
+>>> from ektelo_ng.operators.specs import to_spec
 >>> to_spec(Prefix(3)).kind, Hierarchical(4).sensitivity("l1"), Haar(8).sensitivity("l1")
 ('intervals', 3.0, 4.0)
 """

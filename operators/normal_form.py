@@ -7,7 +7,7 @@ Anything else (products, transposes, sums, Grams) has no form the kernel accepts
 is, computed here from public matrices, up to ``DENSE_ENTRIES`` entries, and otherwise refused with what to send
 instead. Nothing here is trusted: the kernel derives every sensitivity from what it receives.
 
->>> from operators.matrix import Identity, Kronecker, Ones
+>>> from ektelo_ng.operators.matrix import Identity, Kronecker, Ones
 >>> normal_form(Kronecker([Identity(2), Ones(1, 3)])).blocks[0].factors[1].kind
 'ones'
 """

@@ -4,7 +4,7 @@ same matrix later (``from_spec``). What the kernel receives is another thing: ``
 ``to_spec`` is a ``functools.singledispatch`` function with one registration per base class; subclasses send their
 base class's spec (``Prefix`` an ``IntervalsSpec``), and classes with no spec register a refusal.
 
->>> from operators.matrix import Identity, Kronecker, Ones
+>>> from ektelo_ng.operators.matrix import Identity, Kronecker, Ones
 >>> to_spec(Kronecker([Identity(2), Ones(1, 3)])).model_dump()["factors"][1]
 {'kind': 'ones', 'rows': 1, 'cols': 3}
 """

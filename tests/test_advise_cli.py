@@ -98,24 +98,6 @@ def test_plot_draws_error_against_budget(tmp_path, capsys):
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and figure.stat().st_size > 10_000
 
 
-def test_the_readme_advise_commands_run_as_written(tmp_path, monkeypatch, capsys):
-    import re
-    import shlex
-    from pathlib import Path
-
-    text = (Path(__file__).parent.parent / "README.md").read_text()
-    block = next(b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if "ektelo-ng advise" in b)
-    ages = np.random.default_rng(1).integers(0, 100, 5000)
-    (tmp_path / "ages.csv").write_text("age\n" + "\n".join(map(str, ages)) + "\n")
-    monkeypatch.chdir(tmp_path)
-    for line in block.strip().splitlines():
-        command = shlex.split(line)
-        assert command[0] == "ektelo-ng"
-        extra = ["--no-progress"] if command[1] == "advise" else ["--in-process"]
-        assert main(command[1:] + extra) == 0, line
-    assert "budget: spent epsilon = 1 of 1" in capsys.readouterr().out
-
-
 def test_ctrl_c_ends_a_command_in_one_line(monkeypatch, capsys):
     from ektelo_ng.commands import advise_command
 

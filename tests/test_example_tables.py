@@ -10,9 +10,9 @@ import pytest
 from scipy.stats import chi2_contingency
 
 from ektelo_ng import example_tables
-from ektelo_ng.example_tables import CENSUS_DOMAIN, CPS_DOMAIN, census, cps
+from ektelo_ng.example_tables import CENSUS_DOMAIN, CPS_DOMAIN, PEOPLE_DOMAIN, census, cps, people
 
-GENERATORS = {"census": (census, CENSUS_DOMAIN), "cps": (cps, CPS_DOMAIN)}
+GENERATORS = {"census": (census, CENSUS_DOMAIN), "cps": (cps, CPS_DOMAIN), "people": (people, PEOPLE_DOMAIN)}
 
 
 def contingency(columns, domain, a, b) -> np.ndarray:
@@ -27,6 +27,7 @@ def test_the_schemas_are_the_documented_ones():
     assert math.prod(CENSUS_DOMAIN.values()) == 320_000
     assert list(CPS_DOMAIN.values()) == [100, 50, 7, 4, 2]  # tests/test_residual_planner.py's CPS
     assert list(CPS_DOMAIN) == ["income", "age", "marital", "race", "sex"]
+    assert PEOPLE_DOMAIN == {"age": 100, "sex": 2, "region": 5}  # the README's people.csv: age=100,sex=2,region=5
 
 
 @pytest.mark.parametrize("name", sorted(GENERATORS))
@@ -67,6 +68,7 @@ def test_deterministic_per_seed_and_different_across_seeds(name):
     ("census", "education", "age"), ("census", "income", "education"), ("census", "marital", "age"),
     ("census", "employment", "age"), ("census", "income", "sex"),
     ("cps", "marital", "age"), ("cps", "income", "age"), ("cps", "income", "marital"), ("cps", "income", "sex"),
+    ("people", "age", "region"), ("people", "sex", "age"),
 ])
 def test_a_parent_and_its_child_are_dependent(name, child, parent):
     generate, _ = GENERATORS[name]

@@ -7,6 +7,8 @@ import importlib.util
 import tempfile
 from pathlib import Path
 
+from ektelo_ng.census_release import RELEASE_LIMITS
+from ektelo_ng.commands.limit_options import add_limit_options, limits_from
 from ektelo_ng.grammar import BUDGET_HELP, parse_budget, show_budget
 
 DEFAULT_ROWS = 100_000
@@ -50,6 +52,7 @@ def register(subcommands) -> None:
                          help=f"{BUDGET_HELP} (default epsilon=1: Laplace noise; rho= or delta= give Gaussian)")
     release.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     release.add_argument("--out", default="sf1-release.csv", help="the release: .csv or .parquet (default %(default)s)")
+    add_limit_options(release, RELEASE_LIMITS)
     release.set_defaults(run=run_release)
     parser.set_defaults(run=lambda args: parser.print_help() or 0)
 
@@ -102,7 +105,7 @@ def run_release(args: argparse.Namespace) -> int:
                 bar.set_description(STAGES[min(bar.n, len(STAGES) - 1)])  # the stage now running
 
             done = release_sf1(table, budget, plus=plus, backend=args.backend, out=args.out, level=args.level,
-                               on_stage=done_stage, **engine)
+                               on_stage=done_stage, limits=limits_from(args), **engine)
     rows, cells = done.workload.matrix.shape
     print(f"{rows} answers over {cells} cells -> {done.path}; expected RMSE per answer {done.expected_rmse:.2f}; "
           f"intervals: {done.columns['method'][0]}")

@@ -15,7 +15,7 @@ from ektelo_ng.gateway.audit import QUOTA, AuditLog, read_audit
 from ektelo_ng.gateway.gatekeeper import Gatekeeper, Rate
 from ektelo_ng.gateway.owner import ServiceDirectory, init_service
 from ektelo_ng.gateway.server import ServerLimits, make_server
-from ektelo_ng.kernel.limits import Limits
+from ektelo_ng.commands.limit_options import add_limit_options, limits_from
 from ektelo_ng.kernel.privacy import ZCDP
 from ektelo_ng.kernel.service import MAX_ROWS
 from ektelo_ng.operators.client import READABLE_DELTA
@@ -88,28 +88,10 @@ def register(subcommands) -> None:
     serve.add_argument("--seed", type=int, help="reproducible (non-secure) noise; every answer is flagged")
     serve.add_argument("--max-rows", type=int, default=MAX_ROWS, help="public bound on the table's records "
                        "(default 2^32; checked at start): a tighter one gives slightly less noise")
-    serve.add_argument("--max-cells", type=int, default=Limits.max_cells,
-                       help=f"largest vector or matrix side one request may build (default {Limits.max_cells})")
-    serve.add_argument("--memory", type=int, default=Limits.memory,
-                       help=f"bytes each analyst's kernel may hold: its sources and one request's working memory "
-                       f"(default {Limits.memory})")
+    add_limit_options(serve)
     serve.add_argument("--server-memory", type=int,
                        help="bytes all analysts' kernels may hold together, each within --memory: a request past it is "
                        "refused before any work (default: half this machine's memory)")
-    serve.add_argument("--work", type=int, default=Limits.work,
-                       help=f"steps of work one request may take, counted before it runs (default {Limits.work})")
-    serve.add_argument("--sources", type=int, default=Limits.sources,
-                       help=f"sources each analyst's kernel may hold (default {Limits.sources})")
-    serve.add_argument("--scans", type=int, default=Limits.scans,
-                       help="columns of the table's rows one request may read: a histogram of k attributes reads k; "
-                       f"time is about scans x rows x 0.3 ns (default {Limits.scans})")
-    serve.add_argument("--request-bytes", type=int, default=Limits.request_bytes,
-                       help=f"longest request a kernel parses, in bytes (default {Limits.request_bytes})")
-    serve.add_argument("--request-objects", type=int, default=Limits.request_objects,
-                       help=f"most JSON objects in one request (default {Limits.request_objects})")
-    serve.add_argument("--request-values", type=int, default=Limits.request_values,
-                       help=f"most JSON values in one request, counted before it is parsed (default "
-                       f"{Limits.request_values})")
     serve.add_argument("--audit-quota", type=int, default=QUOTA,
                        help="bytes of audit log each analyst may fill per run of the server, past which its requests "
                        "are refused (runs of uncharged requests are written as counts)")
@@ -198,11 +180,9 @@ def run_serve(args: argparse.Namespace) -> int:
     table = open_table(args.table, parse_domain(args.domain), args.backend, **options)
     audit = AuditLog(directory.audit_path, quota=args.audit_quota, warn=lambda message: print(
         f"ektelo-ng kernel: warning: {message}", file=sys.stderr, flush=True))
-    limits = Limits(max_cells=args.max_cells, memory=args.memory, work=args.work, sources=args.sources,
-                    scans=args.scans, request_bytes=args.request_bytes, request_objects=args.request_objects,
-                    request_values=args.request_values)
     gate = Gatekeeper(table, ledger, audit=audit, rate=Rate(args.rate, max(1, int(2 * args.rate))), seed=args.seed,
-                      max_rows=args.max_rows, limits=limits, server_memory=args.server_memory)
+                      max_rows=args.max_rows, limits=limits_from(args),
+                      server_memory=args.server_memory)
     listen = args.listen or f"unix:{directory.path / 'kernel.sock'}"
     tls = None if listen.startswith("unix:") else directory.server_context()
     server_limits = ServerLimits(connections=args.max_connections, per_analyst=args.per_analyst, frame=args.max_frame,

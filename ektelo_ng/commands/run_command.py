@@ -33,13 +33,15 @@ from ektelo_ng import sandbox
 from ektelo_ng.commands import plan_answers
 from ektelo_ng.commands.plan_answers import PlanAnswers, ReturnedEstimate
 from ektelo_ng.figures import pyplot
-from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
+from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, did_you_mean, parse_budget, parse_domain
 from ektelo_ng.gateway.wire import FrameTooLarge, read_frame, write_frame
 from ektelo_ng.kernel.domain import Domain
 from ektelo_ng.kernel.limits import Limits
 from ektelo_ng.kernel.service import Kernel
-from ektelo_ng.session import BACKENDS, check_writable, connect, open_table, protect, write_columns
-from ektelo_ng.operators.budget import Budget, accounted
+from ektelo_ng.session import (
+    BACKENDS, check_writable, connect, in_order, open_table, protect, table_columns, write_columns,
+)
+from ektelo_ng.operators.budget import Budget, accounted, delta_of
 from ektelo_ng.operators.matrices import MarginalStack
 from ektelo_ng.operators.matrix import Identity
 from ektelo_ng.operators.client import Session
@@ -120,7 +122,8 @@ def load_plan(path: Path, domain: str | None = None):
             extra = {"callback": _progress(info[name])} if info[name].model else {}
             return lambda source, workload, budget: catalog[name](source, workload, budget, **info[name].defaults,
                                                                   **extra)
-        raise FileNotFoundError(f"{path} is neither a plan file nor a plan of the catalog ({', '.join(catalog)})")
+        raise FileNotFoundError(f"{path} is neither a plan file nor a plan of the catalog{did_you_mean(str(path), catalog)}"
+                                f" ({', '.join(catalog)})")
     spec = importlib.util.spec_from_file_location(f"ektelo_plan_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -142,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(_NO_MODEL.format(plan=args.plan))
     check_outputs(args)
     budget = parse_budget(args.budget)
+    args.columns = ",".join(table_columns(args.table)) if args.table else None  # the order synthetic records keep
     if not (args.connect or args.credential or (args.table and args.domain)):
         raise ValueError("give --table and --domain, or --connect ADDRESS with --credential FILE")
     if args.workload and args.domain:  # refused before the table is read (a served table's domain: by the plan's run)
@@ -164,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         kernel = Kernel(open_table(args.table, parse_domain(args.domain), args.backend), accounted(budget),
                         seed=args.seed)
         transport = kernel.handle_json
-    return answer_and_report(args, Session(transport), lambda: run_child(args, transport))
+    return answer_and_report(args, Session(transport, delta=delta_of(budget)), lambda: run_child(args, transport))
 
 
 OUTPUT_SUFFIXES = {"out": (".json", ".csv", ""), "plot": (".png",)}
@@ -378,7 +382,7 @@ def write_answers(args: argparse.Namespace, answers: PlanAnswers, domain: Domain
     if args.synthetic:
         if answers.synthetic is None:  # a plan script: known only once it has run
             raise ValueError(_NO_MODEL.format(plan=args.plan))
-        columns = answers.synthetic_columns(domain)
+        columns = in_order(answers.synthetic_columns(domain), (args.columns or "").split(","))
         write_columns(columns, args.synthetic)
         print(f"saved {args.synthetic}: {len(next(iter(columns.values()), []))} synthetic records")
     if args.plot:

@@ -6,7 +6,7 @@ replay) would otherwise select again on every run: HDMM on Prefix(4096) takes ab
 The memo is bounded (least recently used entries go first) and can be copied into worker
 processes (:func:`snapshot`, :func:`install`).
 
->>> from operators.matrices import Prefix
+>>> from ektelo_ng.operators.matrices import Prefix
 >>> calls = []
 >>> first = remember("demo", Prefix(4), (), lambda: calls.append(1) or "strategy")
 >>> again = remember("demo", Prefix(4), (), lambda: calls.append(1) or "strategy")
