@@ -446,7 +446,7 @@ def test_a_private_path_inside_what_the_sandbox_shows_is_refused():
 
 # ---- issue 45: an output path is checked before anything is spent; "saved" only when saved ---------------------
 @pytest.mark.parametrize("option, path, says", [
-    ("--out", "nosuchdir/x.csv", "folder nosuchdir does not exist"), ("--out", "x.xlsx", "write .json or .csv"),
+    ("--out", "nosuchdir/x.csv", "folder nosuchdir does not exist"), ("--out", "x.xlsx", "a .csv or .json file"),
     ("--out", ".", "the folder holds files already"), ("--plot", "nosuchdir/fit.png", "folder nosuchdir does not exist"),
     ("--synthetic", "nosuchdir/s.csv", "does not exist")])
 def test_an_output_that_cannot_be_written_is_refused_before_the_plan_runs(tmp_path, option, path, says):

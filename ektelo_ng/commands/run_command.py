@@ -173,6 +173,9 @@ def run(args: argparse.Namespace) -> int:
 
 OUTPUT_SUFFIXES = {"out": (".json", ".csv", ""), "plot": (".png",)}
 """The formats --out and --plot write (--out without a suffix: a folder; --synthetic: ``session.TABLE_FORMATS``)."""
+OUTPUT_KINDS = {"out": "a .csv or .json file (the answers as CSV rows, or everything as JSON) or a new folder (no "
+                        "suffix: a CSV per table)", "plot": "a .png file"}
+"""What each of them takes, for a refusal."""
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -186,8 +189,8 @@ def check_outputs(args: argparse.Namespace) -> None:
         if option == "synthetic":
             check_writable(path)
         elif path.suffix.lower() not in OUTPUT_SUFFIXES[option]:
-            raise ValueError(f"--{option} {path}: write {' or '.join(OUTPUT_SUFFIXES[option])}, not "
-                             f"{path.suffix or 'a file without a suffix'}")
+            raise ValueError(f"--{option} {path}: give {OUTPUT_KINDS[option]}, not "
+                             f"{path.suffix or 'a name without a suffix'}")
         folder = path.parent
         if not folder.is_dir():
             raise FileNotFoundError(f"--{option} {path}: folder {folder} does not exist; create it first")
