@@ -35,7 +35,14 @@ from ektelo_ng.kernel.table import load_table
 
 from .test_adversarial import array, identity, remote  # noqa: F401  (remote: the fixture)
 from .test_hostile_analyst import journaled, spent_analyst
-from .test_service import folder, measure, running  # noqa: F401  (folder: the fixture)
+from .test_service import measure, running
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """pytest's own folder (short enough for a unix socket), left for pytest to clean: an analyst's ledger connection
+    may still be closing when the test ends."""
+    return tmp_path
 
 
 class _CountingParser:
