@@ -47,6 +47,10 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     "PureDP": ("ektelo_ng.kernel.privacy", "PureDP"),
     "ZCDP": ("ektelo_ng.kernel.privacy", "ZCDP"),
     "ApproxDP": ("ektelo_ng.operators.budget", "ApproxDP"),
+    **{name: ("ektelo_ng.operators.queries.schema", name) for name in ("Schema", "Categorical", "Integer", "Numeric")},
+    "query": ("ektelo_ng.queries", "query"),
+    "answer": ("ektelo_ng.queries", "answer"),
+    "Results": ("ektelo_ng.operators.queries.results", "Results"),
 }
 __all__ = sorted(_EXPORTS)
 

@@ -34,6 +34,8 @@ def open_table(table, domain: DomainLike, backend: str = "numpy", **options) -> 
     A ready ``TableBackend`` (e.g. a ``DuckDBTable`` on your own connection) is used as it is.
     """
     domain = as_domain(domain)
+    if backend == "numpy" and type(table).__module__.startswith("pyspark"):
+        backend = "spark"  # a Spark DataFrame stays in Spark
     if isinstance(table, TableBackend):
         if table.domain != domain:
             raise ValueError("the table backend was made over a different domain")
@@ -64,8 +66,10 @@ def protect(
 ) -> Session:
     """Load ``table`` into an in-process kernel and return a session; ``session.source`` is the root handle.
 
-    ``table``: a dict of columns, a numpy structured or 2-D array, a pandas DataFrame or a CSV path, validated
-    against ``domain``. ``budget``: ``PureDP(epsilon)``, ``ZCDP(rho)`` or ``ApproxDP(epsilon, delta)`` (held as the
+    ``table``: a dict of columns, a numpy structured or 2-D array, a pandas or polars DataFrame, an Arrow table
+    (read through narwhals) or a CSV or Parquet path, validated against ``domain``: a Domain, or an
+    ``ek.Schema`` whose labels, bounds and bins the kernel applies as it loads the rows (values outside its labels
+    refused, numbers clamped and binned: ``operators.queries.schema``). ``budget``: ``PureDP(epsilon)``, ``ZCDP(rho)`` or ``ApproxDP(epsilon, delta)`` (held as the
     rho that implies it, ``operators.budget``); a bare number is refused. Noise is cryptographically secure unless
     ``seed`` is given, which makes answers reproducible and flags every one of them as seeded. ``ledger`` names a
     file that keeps the spent budget across restarts. In-process mode shares the analyst's Python process, so it
@@ -134,9 +138,26 @@ def read_columns(table, domain: Domain) -> dict[str, np.ndarray]:
         if table.ndim == 2 and table.shape[1] == len(domain):
             return {n: table[:, i] for i, n in enumerate(domain.names)}
         raise ValueError(f"a plain array must have one column per attribute ({len(domain)}), got shape {table.shape}")
-    if hasattr(table, "columns") and hasattr(table, "to_numpy"):  # a pandas DataFrame, without importing pandas
-        return {str(c): table[c].to_numpy() for c in table.columns}
-    raise TypeError(f"cannot read a table from {type(table).__name__}: give a dict of columns, an array, a DataFrame or a CSV path")
+    frame = _data_frame(table)
+    if frame is not None:
+        return {str(name): frame[name].to_numpy() for name in frame.columns}
+    raise TypeError(f"cannot read a table from {type(table).__name__}: give a dict of columns, an array, a pandas or "
+                    "polars DataFrame, an Arrow table or a CSV or Parquet path")
+
+
+DATA_FRAME_LIBRARIES = ("pandas", "polars", "pyarrow", "modin", "cudf")
+
+
+def _data_frame(table):
+    """A pandas, polars, Arrow (...) table as a narwhals DataFrame (narwhals imported only then), or None."""
+    library = type(table).__module__.split(".")[0]
+    if library not in DATA_FRAME_LIBRARIES:
+        return None
+    try:
+        import narwhals
+    except ImportError:
+        raise ImportError(f"reading a {library} table needs narwhals: pip install -e '.[dataframes]'") from None
+    return narwhals.from_native(table, eager_only=True)
 
 
 def _read_parquet(path: Path) -> dict[str, np.ndarray]:

@@ -7,18 +7,28 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import cached_property
+from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Attribute(BaseModel):
-    """One attribute: a name, a size (values are codes 0..size-1) and optional labels."""
+    """One attribute: a name, a size (values are codes 0..size-1), optional labels, and what the table's column
+    holds (``values``): ``"codes"`` (integer codes, or labels when the column is text: the default), ``"labels"``
+    (the labels themselves, text or numbers; any other value, missing ones included, is ``other`` or refused), or
+    ``"numbers"`` (clamped to ``bounds`` and cut into ``size`` equal bins: :meth:`bin_codes`). Every rule reads one
+    value at a time and public parameters only (docs/privacy/data.md#raw-values)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1)
     size: int = Field(ge=1)
     labels: tuple[str, ...] | None = None
+    values: Literal["codes", "labels", "numbers"] = "codes"
+    other: str | None = None
+    bounds: tuple[float, float] | None = None
+    integer: bool = False
 
     @model_validator(mode="after")
     def _labels_match_size(self) -> Attribute:
@@ -29,6 +39,14 @@ class Attribute(BaseModel):
             )
         if self.labels is not None and len(set(self.labels)) != len(self.labels):
             raise ValueError(f"attribute {self.name!r} has repeated labels")
+        if self.values == "labels" and self.labels is None:
+            raise ValueError(f"attribute {self.name!r}: values='labels' needs labels")
+        if self.other is not None and (self.values != "labels" or self.other not in self.labels):
+            raise ValueError(f"attribute {self.name!r}: other={self.other!r} must be one of its labels")
+        if (self.values == "numbers") != (self.bounds is not None and self.labels is None):
+            raise ValueError(f"attribute {self.name!r}: values='numbers' takes bounds (low, high) and no labels")
+        if self.bounds is not None and not (math.isfinite(self.span) and self.span > 0):
+            raise ValueError(f"attribute {self.name!r}: bounds {self.bounds} must be finite, low below high")
         return self
 
     def code(self, label: str) -> int:
@@ -39,6 +57,35 @@ class Attribute(BaseModel):
                 + (" (it has no labels: give integer codes)" if self.labels is None else "")
             )
         return self.labels.index(label)
+
+    @property
+    def span(self) -> float:
+        """The width of the bounds the bins cut: high - low, plus 1 for integers (a bin of each integer's width)."""
+        return self.bounds[1] - self.bounds[0] + self.integer
+
+    def bin_codes(self, values: np.ndarray) -> np.ndarray:
+        """The public bin rule of a ``"numbers"`` attribute: each value clamped to the bounds, then
+        ``floor((value - low) * size / span)``, at most ``size - 1`` (the backends compute the same in their SQL)."""
+        low, high = self.bounds
+        scaled = np.floor((np.clip(values, low, high) - low) * self.size / self.span)
+        return np.minimum(scaled, self.size - 1).astype(np.int64)
+
+    def label_code(self, value) -> int:
+        """The code of one raw value of a ``"labels"`` attribute: the first label it reads as (text as it is, or
+        a number as the same number: 1, 1.0 and "1.0" all read as the label "1"); else ``other``'s code, else -1."""
+        number = _number(value) if isinstance(value, str) else value
+        for code, label in enumerate(self.labels):
+            if value == label or (number is not None and _number(label) == number):
+                return code
+        return -1 if self.other is None else self.labels.index(self.other)
+
+
+def _number(text: str) -> float | None:
+    """The number a text reads as, or None."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 class Domain(BaseModel):

@@ -108,6 +108,9 @@ def _codes(name: str, values: np.ndarray, domain: Domain) -> np.ndarray:
     values = np.asarray(values)
     if values.dtype.kind in "OUS":
         values = np.array([v.strip() if isinstance(v, str) else v for v in values.ravel()], dtype=object)
+    if attribute.values == "labels":
+        return _label_codes(attribute, values)
+    if values.dtype.kind == "O":
         if attribute.labels is not None:
             lookup = {label: code for code, label in enumerate(attribute.labels)}
             unknown = sorted({str(v) for v in values if str(v) not in lookup})
@@ -123,9 +126,11 @@ def _codes(name: str, values: np.ndarray, domain: Domain) -> np.ndarray:
             raise ValueError(f"column {name!r} holds text but attribute {name!r} has no labels") from None
     if values.dtype.kind == "b" or values.dtype.kind not in "iuf":
         raise ValueError(f"column {name!r} must hold integer codes, got {values.dtype}")
+    if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+        raise ValueError(f"column {name!r} has {int(np.sum(~np.isfinite(values)))} missing or non-finite values")
+    if attribute.values == "numbers":
+        return attribute.bin_codes(values)
     if values.dtype.kind == "f":
-        if not np.all(np.isfinite(values)):
-            raise ValueError(f"column {name!r} has {int(np.sum(~np.isfinite(values)))} missing or non-finite values")
         if not np.all(values == np.round(values)):
             raise ValueError(
                 f"column {name!r} has non-integer values such as {values[values != np.round(values)][:5].tolist()}"
@@ -137,3 +142,16 @@ def _codes(name: str, values: np.ndarray, domain: Domain) -> np.ndarray:
             f"e.g. {sorted(set(values[outside].tolist()))[:5]}"
         )
     return values.astype(np.int64)
+
+
+def _label_codes(attribute, values: np.ndarray) -> np.ndarray:
+    """Codes of a ``"labels"`` column, each distinct value looked up once; refused naming values with no label."""
+    values = values.tolist()  # once: a NaN is found again only as the same object
+    found = {value: attribute.label_code(value) for value in set(values)}
+    unknown = sorted(str(value) for value, code in found.items() if code < 0)
+    if unknown:
+        raise ValueError(
+            f"column {attribute.name!r}: {len(unknown)} value(s) with no label, such as {unknown[:5]}; "
+            f"the labels are {list(attribute.labels)} (a schema may name an 'other' label for the rest)"
+        )
+    return np.array([found[value] for value in values], dtype=np.int64)

@@ -176,6 +176,14 @@ class Session:
         """Every request so far with its charge and outcome (requests, never data)."""
         return self.request(p.TranscriptLog()).entries
 
+    def answer(self, queries, budget, **options):
+        """Answer a batch of queries (``ek.query(...)...``) jointly from one measurement of the table, spending
+        all of ``budget``: :func:`operators.queries.answer.answer_batch` (``options``: schema, level, strategy,
+        nonnegative, integer)."""
+        from .queries.answer import answer_batch
+
+        return answer_batch(self.source, queries, budget, **options)
+
     def gaussian_batch(self, handles: Sequence[Handle], matrices: Sequence[Matrix],
                        rho: Sequence[float | Fraction | str] | None = None,
                        sigma: Sequence[float] | None = None) -> list[NoisyAnswer]:

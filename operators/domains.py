@@ -23,9 +23,14 @@ Shape = Union[int, DomainLike]
 
 
 def as_domain(domain: DomainLike) -> Domain:
-    """Accept a Domain, a list of attribute sizes, or a mapping of names to sizes (or value labels)."""
+    """Accept a Domain, a query Schema (its domain), a list of attribute sizes, or a mapping of names to sizes (or
+    value labels)."""
+    from .queries.schema import Schema
+
     if isinstance(domain, Domain):
         return domain
+    if isinstance(domain, Schema):
+        return domain.domain()
     if isinstance(domain, Mapping):
         return Domain.from_dict(dict(domain))
     if isinstance(domain, (str, bytes)) or not isinstance(domain, Iterable):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from . import check_outside, fill, require, source_format
-from ..domain import Attribute, Domain
+from ..domain import Attribute, Domain, _number
 from ..predicate import And, Between, Compare, In, Not, Or, leaf_codes
 from ..table import TableBackend, check_columns
 
@@ -26,19 +26,31 @@ def quote(name: str) -> str:
 
 
 def _code_sql(attribute: Attribute, kind: str) -> Sql:
-    """SQL for the integer code of a column: NULL where the value is not an integer (or not a label)."""
+    """SQL for the integer code of a column: NULL where the value is not an integer (or not a label), by the
+    attribute's rule for its values (``Attribute.values``: codes, labels or binned numbers)."""
     column = quote(attribute.name)
-    if kind in _INTEGERS:
+    if kind in _INTEGERS and attribute.values == "codes":
         return column, []
+    if attribute.values == "labels":  # Attribute.label_code: the first label the value reads as, else other
+        text = f"trim({column})" if kind == "VARCHAR" else "NULL"
+        number = f"TRY_CAST({text} AS DOUBLE)" if kind == "VARCHAR" else f"CAST({column} AS DOUBLE)"
+        cases = "".join(f"WHEN coalesce({text} = ? OR {number} = ?, false) THEN ? " for _ in attribute.labels)
+        other = None if attribute.other is None else attribute.labels.index(attribute.other)
+        params = [v for c, label in enumerate(attribute.labels) for v in (label, _number(label), c)]
+        return f"(CASE {cases}ELSE CAST(? AS BIGINT) END)", params + [other]
     if kind == "VARCHAR" and attribute.labels is not None:
         cases = " ".join("WHEN ? THEN ?" for _ in attribute.labels)
         return f"(CASE trim({column}) {cases} END)", [v for c, label in enumerate(attribute.labels) for v in (label, c)]
     if kind == "VARCHAR":
         value = f"TRY_CAST(trim({column}) AS DOUBLE)"
-    elif kind in ("FLOAT", "DOUBLE") or kind.startswith("DECIMAL"):
+    elif kind in ("FLOAT", "DOUBLE") or kind.startswith("DECIMAL") or kind in _INTEGERS:
         value = f"CAST({column} AS DOUBLE)"
     else:
         raise ValueError(f"column {attribute.name!r} must hold integer codes, got {kind}")
+    if attribute.values == "numbers":  # Attribute.bin_codes, in the same order of operations
+        binned = f"least(floor((greatest(least({value}, ?), ?) - ?) * ? / ?), ?)"
+        params = [attribute.bounds[1], attribute.bounds[0], attribute.bounds[0], attribute.size, attribute.span]
+        return f"(CASE WHEN isfinite({value}) THEN CAST({binned} AS BIGINT) END)", params + [attribute.size - 1]
     integral = f"{value} BETWEEN 0 AND ? AND {value} = floor({value})"
     return f"(CASE WHEN {integral} THEN CAST({value} AS BIGINT) END)", [attribute.size - 1]
 

@@ -13,29 +13,48 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import check_outside, fill, require, source_format
-from ..domain import Attribute, Domain
+from ..domain import Attribute, Domain, _number
 from ..predicate import _OPS, And, Between, Compare, In, Not, Or, leaf_codes
 from ..table import TableBackend, check_columns
 
 
 def _code_column(attribute: Attribute, dtype, F, T):
-    """The integer code of a column as a Column: NULL where the value is not an integer (or not a label)."""
+    """The integer code of a column as a Column: NULL where the value is not an integer (or not a label), by the
+    attribute's rule for its values (``Attribute.values``: codes, labels or binned numbers)."""
     column = F.col("`" + attribute.name.replace("`", "``") + "`")
-    if isinstance(dtype, T.IntegralType):
+    text = isinstance(dtype, T.StringType)
+    if isinstance(dtype, T.IntegralType) and attribute.values == "codes":
         return column
-    if isinstance(dtype, T.StringType) and attribute.labels is not None:
+    if attribute.values == "labels":  # Attribute.label_code: the first label the value reads as, else other
+        raw = F.trim(column) if text else F.lit(None).cast("string")
+        number = _as_double(raw) if text else column.cast("double")
+        code = F.lit(None if attribute.other is None else attribute.labels.index(attribute.other)).cast("long")
+        for c, label in reversed(list(enumerate(attribute.labels))):
+            found = F.coalesce((raw == F.lit(label)) | (number == F.lit(_number(label)).cast("double")), F.lit(False))
+            code = F.when(found, F.lit(c)).otherwise(code)
+        return code
+    if text and attribute.labels is not None:
         code = F  # F.when(...) starts the CASE, Column.when(...) adds its branches
         for c, label in enumerate(attribute.labels):
             code = code.when(F.trim(column) == F.lit(label), F.lit(c))
         return code
-    if isinstance(dtype, T.StringType):
-        text = F.trim(column)
-        value = text.try_cast("double") if hasattr(type(text), "try_cast") else text.cast("double")  # 3.5: cast
-    elif isinstance(dtype, T.FractionalType):
+    if text:
+        value = _as_double(F.trim(column))
+    elif isinstance(dtype, (T.FractionalType, T.IntegralType)):
         value = column.cast("double")
     else:
         raise ValueError(f"column {attribute.name!r} must hold integer codes, got {dtype.simpleString()}")
+    if attribute.values == "numbers":  # Attribute.bin_codes, in the same order of operations
+        (low, high), size = attribute.bounds, attribute.size
+        clamped = F.greatest(F.least(value, F.lit(high)), F.lit(low))
+        binned = F.least(F.floor((clamped - F.lit(low)) * F.lit(size) / F.lit(attribute.span)), F.lit(size - 1))
+        return F.when(F.abs(value) < F.lit(float("inf")), binned.cast("long"))  # NULL, NaN and infinities: NULL
     return F.when(value.between(F.lit(0), F.lit(attribute.size - 1)) & (value == F.floor(value)), value.cast("long"))
+
+
+def _as_double(text):
+    """A text Column read as a double, NULL where it is not a number (Spark 3.5 has no try_cast: cast)."""
+    return text.try_cast("double") if hasattr(type(text), "try_cast") else text.cast("double")
 
 
 class SparkTable(TableBackend):
