@@ -22,6 +22,7 @@ from typing import Any
 
 from ...kernel.predicate import Between, Compare, In, Not
 from .model import Count, Mean, Predicate, Quantile, Query, Sum
+from .schema import Categorical
 
 SUPPORTED = (
     "Supported: SELECT <group columns>, COUNT(*), SUM(col), AVG(col), MEDIAN(col), QUANTILE(col, p) or "
@@ -84,17 +85,18 @@ class _Statement:
 
     def __init__(self, exp, schema):
         self.exp, self.schema, self.table = exp, schema, None
-        self.names = list(_column_names(schema))
+        self.names = list(schema.names)
 
     def queries(self, statement) -> list[Query]:
         exp = self.exp
         if not isinstance(statement, exp.Select):
-            kind = statement.key.upper() if not isinstance(statement, exp.SetOperation) else statement.key.upper()
-            raise _refuse(f"a {kind} statement", ", only SELECT")
-        self._refuse_nested(statement)
+            what = f"the statement {statement.sql(dialect='duckdb')!r}" if isinstance(statement, exp.Condition) \
+                else statement.key.upper()
+            raise _refuse(what, " (only SELECT statements are)")
         for key, construct in _CLAUSES.items():
             if statement.args.get(key):
                 raise _refuse(construct)
+        self._refuse_nested(statement)
         self.table, self.aliases = self._from(statement.args.get("from_"))
         where = statement.args.get("where")
         predicate = self._predicate(where.this) if where is not None else None
@@ -179,6 +181,10 @@ class _Statement:
             return Count()
         kinds = {exp.Sum: Sum, exp.Avg: Mean, exp.Median: None, exp.Quantile: None, exp.PercentileCont: None}
         kind = next((k for k in kinds if type(expression) is k), None)
+        if isinstance(expression, exp.WithinGroup):
+            raise _refuse(f"{expression.sql(dialect='duckdb')}", ": write QUANTILE(col, p) or MEDIAN(col)")
+        if kind is None and isinstance(expression, exp.Func) and not isinstance(expression, exp.Binary):
+            raise _refuse(f"the function {expression.sql(dialect='duckdb')}", " in the SELECT list")
         if kind is None:
             inner = "an expression over aggregates" if any(
                 isinstance(n, exp.AggFunc) for n in expression.walk() if n is not expression) else "the expression"
@@ -195,7 +201,11 @@ class _Statement:
         if not isinstance(argument, self.exp.Column):
             raise _refuse(f"an expression inside an aggregate ({call.sql(dialect='duckdb')})",
                           ": aggregate one column by name")
-        return self._column(argument)
+        column = self._column(argument)
+        if isinstance(self.schema[column], Categorical):
+            raise SQLError(f"{call.sql(dialect='duckdb')}: {column!r} is categorical; SUM, AVG, MEDIAN and QUANTILE "
+                           f"need an integer or numeric column (count its labels with COUNT(*) ... GROUP BY {column})")
+        return column
 
     def _probabilities(self, call, argument) -> tuple[float, ...]:
         exp = self.exp
@@ -220,7 +230,7 @@ class _Statement:
         if isinstance(node, exp.Not):
             return Not(term=self._predicate(node.this))
         if isinstance(node, exp.Between):
-            column = self._operand_column(node, node.this)
+            column = self._ordered_column(node, node.this)
             low, high = (self._value(column, node.args[k], node) for k in ("low", "high"))
             return Between(attribute=column, low=low, high=high)
         if isinstance(node, exp.In):
@@ -234,7 +244,7 @@ class _Statement:
             if not isinstance(left, exp.Column) and isinstance(right, exp.Column):  # 30 <= age reads age >= 30
                 flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
                 op, left, right = flipped.get(op, op), right, left
-            column = self._operand_column(node, left)
+            column = (self._operand_column if op in ("==", "!=") else self._ordered_column)(node, left)
             return Compare(attribute=column, op=op, value=self._value(column, right, node))
         raise _refuse(f"the condition {node.sql(dialect='duckdb')}", " in WHERE")
 
@@ -243,6 +253,13 @@ class _Statement:
             raise _refuse(f"the condition {node.sql(dialect='duckdb')}",
                           ": a condition compares one schema column with literals")
         return self._column(operand)
+
+    def _ordered_column(self, node, operand) -> str:
+        column = self._operand_column(node, operand)
+        if isinstance(self.schema[column], Categorical):
+            raise SQLError(f"{node.sql(dialect='duckdb')}: {column!r} is categorical, so its labels have no order: "
+                           f"compare it with =, != or IN (...)")
+        return column
 
     def _value(self, column: str, literal, node) -> int | str:
         """A literal as the predicate's value, checked against the column: a label of a categorical column, a
@@ -258,14 +275,16 @@ class _Statement:
             if value is None:
                 raise _refuse(f"the value {literal.sql(dialect='duckdb')} in {node.sql(dialect='duckdb')}",
                               ": values are string or number literals")
-        labels = _labels(self.schema, column)
-        if labels is not None:
-            if value not in labels:
+        target = self.schema[column]
+        if isinstance(target, Categorical):
+            try:
+                target.code_of(value)
+            except ValueError:
                 raise SQLError(f"{value!r} is not a label of {column!r}: its labels are "
-                               f"{', '.join(map(repr, labels))}")
+                               f"{', '.join(map(repr, target.keys))}") from None
             return value
         if isinstance(value, str) or (isinstance(value, float) and not value.is_integer()):
-            raise SQLError(f"{column!r} is a numeric column: compare it with a whole number, not {value!r} "
+            raise SQLError(f"{column!r} holds numbers: compare it with a whole number, not {value!r} "
                            f"(in {node.sql(dialect='duckdb')})")
         return int(value)
 
@@ -280,12 +299,3 @@ class _Statement:
         number = int(text) if text.lstrip("+-").isdigit() else float(text)
         return sign * number
 
-
-def _column_names(schema) -> list[str]:
-    return list(schema.columns)
-
-
-def _labels(schema, column: str) -> list | None:
-    """A categorical column's labels; None for an integer or numeric column."""
-    labels = getattr(schema.columns[column], "labels", None)
-    return list(labels) if labels is not None else None
