@@ -16,8 +16,9 @@ from ektelo_ng.operators.budget import ApproxDP, Budget
 BUDGET_HELP = ("epsilon=E (pure DP, Laplace noise), rho=R (zCDP, Gaussian noise), epsilon=E,delta=D (spent as the "
                "largest rho whose zCDP is (E, D)-DP), or pcost=P (ResidualPlanner's unit: rho = P / 2); eps is short "
                "for epsilon")
-DOMAIN_HELP = ('a JSON file {"name": size or [labels], ...}, names and sizes such as age=100,sex=2, or bare sizes '
-               "such as 10x10x2 (attributes a0, a1, ...)")
+DOMAIN_HELP = ('a JSON file {"name": size or [labels], ...} (or a query schema\'s, with {"integer": [low, high]}, '
+               '{"numeric": [low, high], "bins": k} or {"categorical": [labels], "other": label} columns), names and '
+               "sizes such as age=100,sex=2, or bare sizes such as 10x10x2 (attributes a0, a1, ...)")
 MARGINALS_HELP = ("kway:K (every marginal of exactly K attributes), upto:K (every marginal of at most K), or "
                   "attribute sets by name or position separated by ';', such as age,sex;sex,zone")
 
@@ -68,7 +69,13 @@ def parse_domain(text: str | Path) -> Domain:
             raise ValueError(f"cannot read the domain file {path}: {error}") from None
         if not isinstance(spec, dict):
             raise ValueError(f"{path}: the domain must be a JSON object of attribute sizes or label lists")
-        return Domain.model_validate(spec) if "attributes" in spec else Domain.from_dict(spec)
+        if "attributes" in spec:
+            return Domain.model_validate(spec)
+        if any(isinstance(value, dict) for value in spec.values()):  # a query schema: labels, bounds and bins
+            from ektelo_ng.operators.queries.schema import Schema
+
+            return Schema.from_dict(spec).domain()
+        return Domain.from_dict(spec)
     try:
         if "=" in text:
             pairs = [(name.strip(), int(size)) for name, size in (item.split("=", 1) for item in text.split(","))]

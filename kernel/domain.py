@@ -71,11 +71,12 @@ class Attribute(BaseModel):
         return np.minimum(scaled, self.size - 1).astype(np.int64)
 
     def label_code(self, value) -> int:
-        """The code of one raw value of a ``"labels"`` attribute: the first label it reads as (text as it is, or
-        a number as the same number: 1, 1.0 and "1.0" all read as the label "1"); else ``other``'s code, else -1."""
-        number = _number(value) if isinstance(value, str) else value
+        """The code of one raw value of a ``"labels"`` attribute: the first label it reads as (text as it is once
+        stripped, or a number as the same number: 1, 1.0 and " 1.0" all read as the label "1"); else ``other``'s
+        code, else -1."""
+        text, number = (value.strip(), _number(value)) if isinstance(value, str) else (None, value)
         for code, label in enumerate(self.labels):
-            if value == label or (number is not None and _number(label) == number):
+            if text == label or (number is not None and _number(label) == number):
                 return code
         return -1 if self.other is None else self.labels.index(self.other)
 

@@ -9,6 +9,7 @@ import functools
 import math
 import numbers
 import re
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
@@ -151,6 +152,14 @@ class _Budget(BaseModel, metaclass=_BudgetMeta):
 
     def __lt__(self, other: object) -> bool:
         return self.value < self._same_kind(other, "compare").value
+
+    def split(self, shares: Sequence[Any]) -> list[Self]:
+        """This budget in parts for a plan's stages: ``shares`` of it (exact: 0.25, "1/3", Fraction(1, 3)), each
+        positive, summing to at most 1; each part rounds down onto the grid, so together they never exceed it."""
+        parts = [to_fraction("share", share) for share in shares]
+        if not parts or min(parts) <= 0 or sum(parts) > 1:
+            raise ValueError(f"shares must be positive and sum to at most 1, got {[str(p) for p in parts]}")
+        return [type(self).model_validate({self._field: self.value * part}) for part in parts]
 
     @field_validator("epsilon", "rho", mode="before", check_fields=False)
     @classmethod

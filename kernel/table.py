@@ -106,11 +106,10 @@ def check_columns(columns: Sequence[str], domain: Domain) -> None:
 def _codes(name: str, values: np.ndarray, domain: Domain) -> np.ndarray:
     attribute = domain[name]
     values = np.asarray(values)
-    if values.dtype.kind in "OUS":
-        values = np.array([v.strip() if isinstance(v, str) else v for v in values.ravel()], dtype=object)
     if attribute.values == "labels":
         return _label_codes(attribute, values)
-    if values.dtype.kind == "O":
+    if values.dtype.kind in "OUS":
+        values = np.array([v.strip() if isinstance(v, str) else v for v in values.ravel()], dtype=object)
         if attribute.labels is not None:
             lookup = {label: code for code, label in enumerate(attribute.labels)}
             unknown = sorted({str(v) for v in values if str(v) not in lookup})

@@ -53,6 +53,10 @@ class ApproxDP:
         """The largest rho (never above the bound) whose rho-zCDP implies this budget (module docstring)."""
         return _zcdp_for(float(self.epsilon), float(self.delta))
 
+    def split(self, shares) -> list[ZCDP]:
+        """The rho this budget is spent as, in parts (``ZCDP.split``): what each stage of a plan may spend."""
+        return self.zcdp().split(shares)
+
     def __str__(self) -> str:
         return f"(epsilon, delta) = ({self.epsilon:g}, {self.delta:g})"
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from ektelo_ng.commands import plan_results
 from ektelo_ng.figures import pyplot
 from ektelo_ng.grammar import BUDGET_HELP, DOMAIN_HELP, parse_budget, parse_domain
 from ektelo_ng.gateway.wire import read_frame, write_frame
@@ -211,6 +212,8 @@ def run_plan(args: argparse.Namespace, plan, budget: Budget, session: Session) -
     records and the fit's plot. What the kernel spent is reported by ``report_kernel``, from the kernel's side."""
     workload = plan_workload(args, session.source.domain)
     estimate = plan(session.source, workload, budget)
+    if plan_results.several(estimate):  # query Results, or one estimate per stage
+        return plan_results.report(args, estimate)
     if _catalog_name(args) in QUERIES_ON_MARGINALS:  # its own queries: answered with their variances
         workload = None
     if not isinstance(estimate, Estimate):

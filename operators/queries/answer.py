@@ -99,11 +99,8 @@ def choose(compiled: Compiled, domain, budget: PureDP | ZCDP, strategy: str | St
     workload = QueryWorkload.of(domain, compiled.items, compiled.weights)
     noise = noise_of(budget)
     if strategy == "identity" or (strategy == "auto" and workload.matrix is None and noise == "laplace"):
-        reason = "asked for" if strategy == "identity" else ("a filter joins columns (no product form) under pure DP: "
-                                                             "the cells are measured")
-        return Choice(LinearStrategy(Kronecker([Identity(n) for n in domain.sizes]) if len(domain) > 1
-                                     else Identity(domain.sizes[0]), workload.answers, noise, "Identity"),
-                      f"Identity, {noise}", reason)
+        return _identity(domain, workload, noise, "asked for" if strategy == "identity" else
+                         "a filter joins columns (no product form) under pure DP: the cells are measured")
     if strategy != "auto":
         option = {"hdmm": "opt_kron" if len(domain) > 1 else "opt_0", "residual-planner": "sum",
                   "query-smasher": "exact"}[strategy]
@@ -111,16 +108,25 @@ def choose(compiled: Compiled, domain, budget: PureDP | ZCDP, strategy: str | St
         if candidate.noise == "gaussian" and noise == "laplace":
             raise ValueError(f"{strategy} adds Gaussian noise, which cannot give pure epsilon-DP: give a zCDP budget "
                              "(ek.ZCDP(rho)) or strategy='auto'")
+        if strategy == "hdmm" and workload.matrix is None:
+            raise ValueError("hdmm needs every filter as a product of per-column conditions; a filter here joins "
+                             "columns with | or ~: use strategy='query-smasher', 'identity' or 'auto'")
         if strategy == "residual-planner" and workload.marginals is None:
             raise ValueError("residual-planner answers counts by group without filters (marginals) only; this batch "
                              "has other queries: use strategy='auto' or 'query-smasher'")
         return Choice(select(candidate, workload), candidate.name, "asked for")
     advice = advise(domain, workload, budget, time_limit=time_limit)
     if advice.pick is None or advice.pick.strategy is None:
-        raise ValueError("no strategy applies to this batch: " + "; ".join(f"{r.name}: {r.reason}"
-                                                                           for r in advice.skipped()))
+        return _identity(domain, workload, noise, f"the advisor ranked no strategy within {time_limit:g} s: the "
+                         "cells are measured")
     return Choice(advice.pick.strategy, advice.pick.name, f"the advisor's pick of {len(advice.ranked())} ranked "
                   f"at the budget (RMSE {advice.pick.rmse:.4g} per weighted query)")
+
+
+def _identity(domain, workload, noise: str, reason: str) -> Choice:
+    """Every cell of the batch's columns measured once."""
+    matrix = Kronecker([Identity(n) for n in domain.sizes]) if len(domain) > 1 else Identity(domain.sizes[0])
+    return Choice(LinearStrategy(matrix, workload.answers, noise, "Identity"), f"Identity, {noise}", reason)
 
 
 def measure(strategy: Strategy, table: Handle, budget: PureDP | ZCDP) -> Estimate:
@@ -167,7 +173,8 @@ def embed(domain, attributes: tuple[str, ...], matrix: Matrix) -> Matrix:
     summed out)."""
     if len(attributes) == len(domain) and len(domain) == 1:
         return matrix
-    factors = list(matrix.factors) if isinstance(matrix, Kronecker) else [matrix] if len(attributes) == 1 else None
+    factors = (list(matrix.factors) if isinstance(matrix, Kronecker) else [matrix] if len(attributes) == 1
+               else [] if not attributes else None)  # no attributes: the total
     if factors is not None:
         by_name = dict(zip(attributes, factors))
         return Kronecker([by_name.get(name, Ones(1, n)) for name, n in zip(domain.names, domain.sizes)])

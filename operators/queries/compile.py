@@ -35,7 +35,7 @@ import numpy as np
 from ...kernel.predicate import And, Between, Compare, In, Not, Or
 from ..matrix import Dense, Identity, Kronecker, Matrix, Ones
 from .model import Batch, Count, Mean, Quantile, Query, Sum
-from .schema import Categorical, Codes, Schema, _Binned
+from .schema import Categorical, Codes, Schema
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Read:
 @dataclass
 class Part:
     """One query compiled: the marginal it reads (``attributes``, in the schema's order), its groups' labels
-    (``keys``: one tuple per row, in ``query.groupby`` order), the linear queries its answers read (``reads``:
+    (``keys``: one tuple per row, in ``query.groupby`` order, sorted by it), the linear queries its answers read (``reads``:
     ``count``, ``sum``, or ``cdf <p>`` per probability), which are also what it adds to the batch's workload,
     and what its answers account for (``notes``)."""
 
@@ -109,7 +109,7 @@ def compile_batch(queries: Batch | Sequence[Query], schema: Schema) -> Compiled:
         schema[column]  # refuses an unknown column, naming the schema's
     projected = Schema({name: c for name, c in schema.columns.items() if name in used} or
                        {schema.names[0]: schema[schema.names[0]]})
-    parts = [_compile(query, projected, k) for k, query in enumerate(queries)]
+    parts = [_compile(query, projected) for query in queries]
     names = [part.name for part in parts]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -124,7 +124,7 @@ def default_name(query: Query) -> str:
     return what + (f" by {', '.join(query.groupby)}" if query.groupby else "") + (" where ..." if query.where else "")
 
 
-def _compile(query: Query, schema: Schema, k: int) -> Part:
+def _compile(query: Query, schema: Schema) -> Part:
     aggregate = query.aggregate
     target = getattr(aggregate, "column", None)
     if target is not None and isinstance(schema[target], Categorical):
@@ -138,7 +138,7 @@ def _compile(query: Query, schema: Schema, k: int) -> Part:
     notes += filter_notes
     factored = _factor(mask, [schema[a] for a in attributes])
     group_rows = _group_rows(query.groupby, attributes, mask, schema)
-    keys = [tuple(_labels(schema[g])[code] for g, code in zip(query.groupby, row)) for row in group_rows["codes"]]
+    keys = [tuple(schema[g].keys[code] for g, code in zip(query.groupby, row)) for row in group_rows["codes"]]
     if not keys:
         raise ValueError(f"query {query.name or default_name(query)!r}: no group passes its filter")
 
@@ -159,11 +159,15 @@ def _compile(query: Query, schema: Schema, k: int) -> Part:
         for p in aggregate.probabilities:
             part.reads.append(Read(f"cdf {p!r}", *matrix(prefix - p * np.ones((size, size)))))
         part.edges, part.integer = schema[target].edges(), schema[target].integer
+    return _in_groupby_order(part, group_rows["codes"])
+
+
+def _in_groupby_order(part: Part, codes: list[tuple[int, ...]]) -> Part:
+    """The rows sorted by the group-by columns in the order the query names them (the matrices keep the schema's)."""
+    order = sorted(range(len(codes)), key=codes.__getitem__)
+    part.keys = [part.keys[i] for i in order]
+    part.reads = [Read(r.key, r.matrix, r.order.reshape(len(codes), -1)[order].ravel(), r.scale) for r in part.reads]
     return part
-
-
-def _labels(column) -> tuple[str, ...]:
-    return column.keys
 
 
 def _column_notes(schema: Schema, name: str, target: str | None) -> list[str]:
@@ -172,8 +176,8 @@ def _column_notes(schema: Schema, name: str, target: str | None) -> list[str]:
     column = schema[name]
     if isinstance(column, Categorical):
         return [] if column.other is None else [f"{name}: values outside its labels count as {column.other!r}"]
-    notes = [] if isinstance(column, Codes) else [f"{name}: values outside [{column.low:g}, {column.high:g}] are "
-                                                   "clamped to the bounds"]
+    clamping = f"{name}: values outside [{column.low:g}, {column.high:g}] are clamped to the bounds"
+    notes = [] if isinstance(column, Codes) else [clamping]
     binning = column.binning_note()
     return notes + ([f"{name}: {binning}"] if binning and name == target else [])
 
@@ -184,8 +188,7 @@ def _filter(predicate, schema: Schema, attributes: tuple[str, ...]) -> tuple[np.
     and notes on thresholds that fall inside a bin (whole bins pass or fail by their midpoint)."""
     if predicate is None:
         return None, []
-    shape = tuple(schema[a].size if not isinstance(schema[a], Categorical) else len(schema[a].keys)
-                  for a in attributes)
+    shape = tuple(schema[a].size for a in attributes)
     notes: list[str] = []
     mask = _evaluate(predicate, schema, attributes, shape, notes)
     return mask, sorted(set(notes))
@@ -213,9 +216,9 @@ def _leaf(node, column, notes: list[str]) -> np.ndarray:
     name = node.attribute
     if isinstance(column, Categorical):
         if isinstance(node, In):
-            return np.isin(np.arange(len(column.keys)), [column.code_of(v) for v in node.values])
+            return np.isin(np.arange(column.size), [column.code_of(v) for v in node.values])
         if isinstance(node, Compare) and node.op in ("==", "!="):
-            codes = np.arange(len(column.keys)) == column.code_of(node.value)
+            codes = np.arange(column.size) == column.code_of(node.value)
             return codes if node.op == "==" else ~codes
         raise ValueError(f"{name!r} is categorical: compare it with ==, != or isin([...]) (its labels have no order)")
     values = [node.value] if isinstance(node, Compare) else [node.low, node.high] if isinstance(node, Between) \
@@ -251,9 +254,9 @@ def _factor(mask: np.ndarray | None, columns) -> list[np.ndarray] | None:
     """The filter as one 0/1 vector per column when it is their outer product (every conjunction of per-column
     conditions is), else None."""
     if mask is None:
-        return [np.ones(_size(c), dtype=bool) for c in columns]
+        return [np.ones(c.size, dtype=bool) for c in columns]
     if not mask.any():
-        return [np.zeros(_size(c), dtype=bool) for c in columns]
+        return [np.zeros(c.size, dtype=bool) for c in columns]
     vectors = [mask.any(axis=tuple(j for j in range(mask.ndim) if j != i)) for i in range(mask.ndim)]
     outer = vectors[0]
     for vector in vectors[1:]:
@@ -261,15 +264,11 @@ def _factor(mask: np.ndarray | None, columns) -> list[np.ndarray] | None:
     return vectors if np.array_equal(outer.reshape(mask.shape), mask) else None
 
 
-def _size(column) -> int:
-    return len(column.keys) if isinstance(column, Categorical) else column.size
-
-
 def _group_rows(groupby, attributes, mask, schema) -> dict:
     """The groups' codes (one tuple per result row, in groupby order), in the order the matrix rows come: the
     schema's order of the group-by columns, C order, keeping the groups any row of which can pass the filter."""
     ordered = [a for a in attributes if a in groupby]
-    cells = list(np.ndindex(*[_size(schema[a]) for a in ordered])) if ordered else [()]
+    cells = list(np.ndindex(*[schema[a].size for a in ordered])) if ordered else [()]
     if mask is not None:
         axes = tuple(j for j, a in enumerate(attributes) if a not in groupby)
         passing = mask.any(axis=axes) if axes else mask
@@ -283,12 +282,14 @@ def _matrix(attributes, schema, groupby, group_rows, factored, mask, target, col
     the marginal's cells. A Kronecker product when the filter factors column by column, else one dense matrix;
     with the permutation that puts its answers group by group (the target's rows within each group)."""
     target_rows = 1 if column_factor is None else np.asarray(column_factor).shape[0]
+    if not attributes:  # the total: the one cell of the marginal on no column
+        return Ones(1, 1), np.arange(1)
     if factored is None:
         return Dense(_dense(attributes, schema, group_rows, mask, target, column_factor)), \
             np.arange(len(group_rows["cells"]) * target_rows)
     factors, axes = [], []
     for a, keep in zip(attributes, factored):
-        n = _size(schema[a])
+        n = schema[a].size
         if a == target:
             block = np.asarray(column_factor if column_factor is not None else np.ones((1, n))) * keep[None, :]
             factors.append(Dense(np.diag(block.ravel())[keep]) if a in groupby else Dense(block))
@@ -307,7 +308,7 @@ def _matrix(attributes, schema, groupby, group_rows, factored, mask, target, col
 
 def _dense(attributes, schema, group_rows, mask, target, column_factor) -> np.ndarray:
     """The rows one by one over the marginal's cells: each group's cells, filtered, times the target's rows."""
-    shape = [_size(schema[a]) for a in attributes]
+    shape = [schema[a].size for a in attributes]
     weight = np.ones(shape) if mask is None else mask.astype(float)
     factor = None if column_factor is None else np.asarray(column_factor, dtype=float)
     view = [1] * len(shape)

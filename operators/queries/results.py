@@ -132,8 +132,9 @@ def _mean(part: Part, reader, level: float, compiled: Compiled) -> list[dict]:
     sum_var, count_var = reader.variances(part, total), reader.variances(part, count)
     sum_lo, sum_hi, method = reader.intervals(part, total, each)
     count_lo, count_hi, _ = reader.intervals(part, count, each)
-    notes = "; ".join([f"union bound of the sum's and the count's intervals at level {each:g} each ({method}); "
-                       "std by the delta method (approximate)", *part.notes])
+    how = (f"union bound of the sum's and the count's intervals at level {each:g} each ({method}); std by the delta "
+           "method (approximate)")
+    notes = "; ".join([how, *part.notes])
     rows = []
     for key_row, s, c, vs, vc, slo, shi, clo, chi in zip(_keys(part), sums, counts, sum_var, count_var, sum_lo,
                                                            sum_hi, count_lo, count_hi):

@@ -48,6 +48,10 @@ class Categorical:
             raise ValueError(f"a categorical column's labels repeat: {texts}")
 
     @property
+    def size(self) -> int:
+        return len(self.keys)
+
+    @property
     def keys(self) -> tuple[str, ...]:
         """The labels as the results show them: one per code."""
         texts = tuple(str(label) for label in self.labels)
