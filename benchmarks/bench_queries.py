@@ -12,7 +12,8 @@ Cases (one JSON object each):
   answered jointly from one measurement) and for each peer found (the budget split evenly over the queries, each
   answered with its own noise); ``ratio`` is ektelo-ng's RMSE over OpenDP's.
 - ``coverage``: how often the claimed 95% intervals held the true answer over 50 runs at epsilon 1, per family.
-- ``duckdb_50``: 50 queries on a 10^7-row Adult-like DuckDB table, end to end (``--rows`` to change the size).
+- ``duckdb_50``: 50 queries (:func:`fifty_queries`) on a 10^7-row Adult-like DuckDB table, end to end, from the
+  table's name in a DuckDB database file to labelled answers (``--rows`` to change the size).
 
 Peers run in their own venvs as subprocesses (``benchmarks/peers/``), so the project never depends on them:
 ``--opendp PYTHON`` (a venv with ``opendp polars==1.36.1 pyarrow``) and ``--tumult PYTHON`` (one with
@@ -99,9 +100,9 @@ def truth(data: pd.DataFrame, query: dict, labels: dict) -> np.ndarray:
     return np.array([found.get(k, one(empty)) for k in keys], dtype=float)
 
 
-def ours(data: pd.DataFrame, queries, schema, epsilon: float, level: float = 0.95) -> dict:
+def ours(data: pd.DataFrame, queries, schema, epsilon: float, strategy: str = "auto", level: float = 0.95) -> dict:
     """ektelo-ng's answers (and interval bounds) per query, rows in the labels' product order."""
-    results = ek.answer(data, queries, ek.PureDP(epsilon), schema=schema, level=level)
+    results = ek.answer(data, queries, ek.PureDP(epsilon), schema=schema, level=level, strategy=strategy)
     out = {}
     for query in queries:
         frame = results[query.name]
@@ -163,7 +164,7 @@ def batch_case(batch: str, args) -> dict:
     spec = specification(queries, schema)
     truths = {q["name"]: truth(data, q, spec["labels"]) for q in spec["queries"]}
     record: dict = {"table": source, "rows": len(data), "queries": len(queries), "trials": args.trials,
-                    "epsilon": {}}
+                    "strategy": args.strategy, "epsilon": {}}
     with tempfile.TemporaryDirectory() as scratch:
         data_file, spec_file = f"{scratch}/adult.parquet", f"{scratch}/spec.json"
         data.to_parquet(data_file)
@@ -171,7 +172,8 @@ def batch_case(batch: str, args) -> dict:
         for epsilon in EPSILONS:
             systems: dict = {}
             start = time.perf_counter()
-            runs = [{n: v["answer"] for n, v in ours(data, queries, schema, epsilon).items()} for _ in range(args.trials)]
+            runs = [{n: v["answer"] for n, v in ours(data, queries, schema, epsilon, args.strategy).items()}
+                    for _ in range(args.trials)]
             systems["ektelo-ng"] = {"seconds": (time.perf_counter() - start) / args.trials,
                                     "families": rmse_by_family(batch, spec, truths, runs)}
             for name, python, script in (("opendp", args.opendp, "opendp_queries.py"),
@@ -199,15 +201,30 @@ def coverage_case(args, runs: int = 50, epsilon: float = 1.0) -> dict:
         spec = specification(queries, schema)
         truths = {q["name"]: truth(data, q, spec["labels"]) for q in spec["queries"]}
         for _ in range(runs):
-            answered = ours(data, queries, schema, epsilon)
+            answered = ours(data, queries, schema, epsilon, args.strategy)
             for query in spec["queries"]:
                 t, found = truths[query["name"]], answered[query["name"]]
                 lower, upper = (found[k].reshape(t.shape) for k in ("lower", "upper"))
                 known = ~np.isnan(t) & ~np.isnan(lower)
                 held.setdefault(family(batch, query), []).extend(((lower <= t) & (t <= upper))[known])
-    return {"table": source, "runs": runs, "epsilon": epsilon, "level": 0.95,
+    return {"table": source, "runs": runs, "epsilon": epsilon, "level": 0.95, "strategy": args.strategy,
             "seconds_per_run": (time.perf_counter() - start) / runs,
             "coverage": {key: {"share": float(np.mean(v)), "intervals": len(v)} for key, v in held.items()}}
+
+
+def fifty_queries() -> str:
+    """50 queries over six categorical columns and age (3.7 million cells): every 1- and 2-way count table, the
+    2-way tables of those over 30, age's mean and quartiles by each column, and the count and age sum of those
+    over 65."""
+    columns = ("sex", "race", "education", "marital_status", "workclass", "native_region")
+    pairs = list(itertools.combinations(columns, 2))
+    statements = [f"SELECT {c}, COUNT(*) AS count_{c}, AVG(age) AS mean_age_{c}, "
+                  f"QUANTILE(age, [0.25, 0.5, 0.75]) AS age_quartiles_{c} FROM adult GROUP BY {c}" for c in columns]
+    statements += [f"SELECT {x}, {y}, COUNT(*) AS count_{x}_{y} FROM adult GROUP BY {x}, {y}" for x, y in pairs]
+    statements += [f"SELECT {x}, {y}, COUNT(*) AS over30_{x}_{y} FROM adult WHERE age > 30 GROUP BY {x}, {y}"
+                   for x, y in pairs]
+    statements.append("SELECT COUNT(*) AS over65, SUM(age) AS total_age_over65 FROM adult WHERE age > 65")
+    return "; ".join(statements)
 
 
 def duckdb_case(args) -> dict:
@@ -215,12 +232,10 @@ def duckdb_case(args) -> dict:
     answers (generating and loading the table is not timed)."""
     import duckdb
 
+    from ektelo_ng.kernel.backends.duckdb import DuckDBTable
+
     schema = example_tables.adult_schema()
-    statements = BATCHES["a"].split("; ") + [BATCHES["b"], BATCHES["c"]]
-    categorical = list(example_tables.ADULT_LABELS)
-    for i, (x, y) in enumerate(itertools.combinations(categorical, 2)):  # 2-way tables of adults over 30
-        statements.append(f"SELECT {x}, {y}, COUNT(*) AS over30_{i} FROM adult WHERE age > 30 GROUP BY {x}, {y}")
-    queries = ek.sql("; ".join(statements), schema)[:50]
+    queries = ek.sql(fifty_queries(), schema)
     with tempfile.TemporaryDirectory() as scratch:
         path = f"{scratch}/adult.duckdb"
         connection = duckdb.connect(path)
@@ -230,10 +245,13 @@ def duckdb_case(args) -> dict:
             connection.execute("CREATE TABLE IF NOT EXISTS adult AS SELECT * FROM frame LIMIT 0")
             connection.execute("INSERT INTO adult SELECT * FROM frame")
         connection.close()
+        connection = duckdb.connect(path, read_only=True)
         start = time.perf_counter()
-        results = ek.answer(f"duckdb://{path}?table=adult", queries, ek.PureDP(1), schema=schema)
+        table = DuckDBTable(schema.domain(), "adult", connection=connection)  # checks every value, once
+        results = ek.answer(table, queries, ek.PureDP(1), schema=schema, strategy=args.strategy)
         seconds = time.perf_counter() - start
-    return {"rows": args.rows, "queries": len(queries), "seconds_end_to_end": seconds,
+        connection.close()
+    return {"rows": args.rows, "queries": len(queries), "seconds_end_to_end": seconds, "strategy": results.strategy,
             "answers": int(sum(len(results[q.name]) for q in queries)), "target_seconds": 60}
 
 
@@ -243,6 +261,7 @@ def main() -> None:
     parser.add_argument("--opendp", help="Python of a venv with OpenDP (runs peers/opendp_queries.py)")
     parser.add_argument("--tumult", help="Python of a venv with Tumult Analytics (runs peers/tumult_queries.py)")
     parser.add_argument("--trials", type=int, default=5, help="runs per system and epsilon (default 5)")
+    parser.add_argument("--strategy", default="auto", help="ek.answer's strategy (default auto: the advisor's pick)")
     parser.add_argument("--rows", type=int, default=10_000_000, help="rows of the DuckDB case (default 10^7)")
     args = parser.parse_args()
     cases = {"batch_a": lambda: batch_case("a", args), "batch_b": lambda: batch_case("b", args),

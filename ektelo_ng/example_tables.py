@@ -168,16 +168,16 @@ _ADULT_COLUMNS = ("age", "workclass", "education", "marital_status", "occupation
                   "hours_per_week", "capital_gain", "native_region")
 
 
-def adult_schema(capital_gain_bins: int = 100):
+def adult_schema():
     """The public schema of :func:`adult` and :func:`adult_real`: Adult's labels, age 17-90 and hours 1-99 by the
-    year and hour, capital gain 0-99,999 in ``capital_gain_bins`` bins."""
+    year and the hour, and capital gain in 101 bins of 1,000 dollars centred on the multiples of 1,000 from 0 to
+    100,000 (so that a gain of 0, most people's, counts as 0 in sums and means, and UCI's cap of 99,999 as 100,000)."""
     from .operators.queries.schema import Categorical, Integer, Numeric, Schema
 
-    low, high = ADULT_BOUNDS["capital_gain"]
-    return Schema(age=Integer(*ADULT_BOUNDS["age"]),
-                  **{name: Categorical(list(labels)) for name, labels in ADULT_LABELS.items()},
-                  hours_per_week=Integer(*ADULT_BOUNDS["hours_per_week"]),
-                  capital_gain=Numeric(low, high + 1, bins=capital_gain_bins))
+    columns = {name: Categorical(labels) for name, labels in ADULT_LABELS.items()} | {
+        "age": Integer(*ADULT_BOUNDS["age"]), "hours_per_week": Integer(*ADULT_BOUNDS["hours_per_week"]),
+        "capital_gain": Numeric(-500, 100_500, bins=101)}
+    return Schema({name: columns[name] for name in _ADULT_COLUMNS})
 
 
 def adult(rows: int = 48_842, seed: int = 0) -> dict[str, np.ndarray]:
@@ -212,7 +212,7 @@ def adult(rows: int = 48_842, seed: int = 0) -> dict[str, np.ndarray]:
     tilt = np.array([0.0, -0.08, 0.12, -0.06, -0.1])[None, :, None] * (level - 8) - 0.004 * np.maximum(
         a[:, :, None] - 30, 0) * (level - 8)
     young = (a[:, :, None] < 4) & (level >= 12)
-    scores = base + tilt + np.where(young, -6.0, 0.0) + 0.15 * jitter.standard_normal((len(years), 5, level.size))
+    scores = base + tilt + np.where(young, -30.0, 0.0) + 0.15 * jitter.standard_normal((len(years), 5, level.size))
     education = _draw(_softmax(scores), _index((age, race), (len(years), size["race"])), rng)
 
     # marital_status <- age, sex: never married falls with age, widowed rises (more for women).
@@ -235,11 +235,11 @@ def adult(rows: int = 48_842, seed: int = 0) -> dict[str, np.ndarray]:
     s, y = np.arange(2)[None, :, None], (years - 17)[None, None, :]
     married = (m == 1) | (m == 3)
     scores = _stacked([
-        np.where(married & (s == 1), 4.0, -9.0),                    # husband
-        np.where(married & (s == 0), 4.0, -9.0),                    # wife
+        np.where(married & (s == 1), 4.0, -30.0),                   # husband
+        np.where(married & (s == 0), 4.0, -30.0),                   # wife
         np.where(married, -5.0, 2.0 - 0.25 * y),                    # own child
         np.where(married, -5.0, 0.3 + 0.02 * np.minimum(y, 30)),    # not in family
-        np.where(married, -9.0, -0.6 + 0.9 * (s == 0) + 0.03 * np.minimum(y, 25)),  # unmarried
+        np.where(married, -30.0, -0.6 + 0.9 * (s == 0) + 0.03 * np.minimum(y, 25)),  # unmarried
         np.where(married, -6.0, -1.7),                    # other relative
     ])
     relationship_cpt = _softmax(scores + 0.15 * jitter.standard_normal(scores.shape))
@@ -282,9 +282,9 @@ def adult(rows: int = 48_842, seed: int = 0) -> dict[str, np.ndarray]:
         -2.4 + 0.6 * s + 1.2 * ((w == 4) | (w == 5)),  # protective service
         -3.5 - 0.3 * e - 2.0 * s,                            # private household service
         -8.0 + 2.0 * (w == 3),                               # armed forces
-        np.where(w >= 7, 6.0, -9.0),                         # unknown
+        np.where(w >= 7, 6.0, -30.0),                        # unknown
     ])
-    scores[..., :-1] += np.where(w >= 7, -12.0, 0.0)[..., None]  # never worked or unknown work class: unknown work
+    scores[..., :-1] += np.where(w >= 7, -30.0, 0.0)[..., None]  # never worked or unknown work class: unknown work
     occupation_cpt = _softmax(scores + 0.15 * jitter.standard_normal(scores.shape))
     occupation = _draw(occupation_cpt, _index((education, sex, workclass), (size["education"], 2,
                                                                             size["workclass"])), rng)
