@@ -20,7 +20,7 @@ Peers run in their own venvs as subprocesses (``benchmarks/peers/``), so the pro
 ``tmlt.analytics``, which brings pyspark, and Java).
 
     python benchmarks/bench_queries.py [batch_a batch_b batch_c coverage duckdb_50] [--opendp PY] [--tumult PY]
-        [--trials 5] [--rows 10000000]
+        [--systems ektelo-ng,opendp,tumult] [--trials 5] [--strategy auto] [--rows 10000000]
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def truth(data: pd.DataFrame, query: dict, labels: dict) -> np.ndarray:
 def ours(data: pd.DataFrame, queries, schema, epsilon: float, strategy: str = "auto", level: float = 0.95) -> dict:
     """ektelo-ng's answers (and interval bounds) per query, rows in the labels' product order."""
     results = ek.answer(data, queries, ek.PureDP(epsilon), schema=schema, level=level, strategy=strategy)
-    out = {}
+    out: dict = {"strategy": results.strategy}
     for query in queries:
         frame = results[query.name]
         out[query.name] = {column: _ordered(frame, query, column) for column in ("answer", "lower", "upper")}
@@ -171,18 +171,20 @@ def batch_case(batch: str, args) -> dict:
         Path(spec_file).write_text(json.dumps(spec))
         for epsilon in EPSILONS:
             systems: dict = {}
-            start = time.perf_counter()
-            runs = [{n: v["answer"] for n, v in ours(data, queries, schema, epsilon, args.strategy).items()}
-                    for _ in range(args.trials)]
-            systems["ektelo-ng"] = {"seconds": (time.perf_counter() - start) / args.trials,
-                                    "families": rmse_by_family(batch, spec, truths, runs)}
+            if "ektelo-ng" in args.systems:
+                start = time.perf_counter()
+                answered = [ours(data, queries, schema, epsilon, args.strategy) for _ in range(args.trials)]
+                runs = [{q.name: found[q.name]["answer"] for q in queries} for found in answered]
+                systems["ektelo-ng"] = {"seconds": (time.perf_counter() - start) / args.trials,
+                                        "strategy": sorted({found["strategy"] for found in answered}),
+                                        "families": rmse_by_family(batch, spec, truths, runs)}
             for name, python, script in (("opendp", args.opendp, "opendp_queries.py"),
                                          ("tumult", args.tumult, "tumult_queries.py")):
-                if python:
+                if python and name in args.systems:
                     reply = peer(python, script, data_file, spec_file, epsilon, args.trials)
                     systems[name] = {"seconds": reply["seconds"], "version": reply.get("version"),
                                      "families": rmse_by_family(batch, spec, truths, reply["trials"])}
-            if "opendp" in systems:
+            if "opendp" in systems and "ektelo-ng" in systems:
                 systems["ratio_to_opendp"] = {
                     key: systems["ektelo-ng"]["families"][key]["rmse"] / value["rmse"]
                     for key, value in systems["opendp"]["families"].items()}
@@ -191,13 +193,14 @@ def batch_case(batch: str, args) -> dict:
 
 
 def coverage_case(args, runs: int = 50, epsilon: float = 1.0) -> dict:
-    """Share of claimed 95% intervals holding the true answer over ``runs`` runs, per family of every batch."""
+    """Share of claimed 95% intervals holding the true answer over ``runs`` runs, per family of the batches
+    ``args.batches``."""
     data, source = table()
     schema = example_tables.adult_schema()
     held: dict[str, list] = {}
     start = time.perf_counter()
-    for batch, text in BATCHES.items():
-        queries = ek.sql(text, schema)
+    for batch in args.batches:
+        queries = ek.sql(BATCHES[batch], schema)
         spec = specification(queries, schema)
         truths = {q["name"]: truth(data, q, spec["labels"]) for q in spec["queries"]}
         for _ in range(runs):
@@ -208,6 +211,7 @@ def coverage_case(args, runs: int = 50, epsilon: float = 1.0) -> dict:
                 known = ~np.isnan(t) & ~np.isnan(lower)
                 held.setdefault(family(batch, query), []).extend(((lower <= t) & (t <= upper))[known])
     return {"table": source, "runs": runs, "epsilon": epsilon, "level": 0.95, "strategy": args.strategy,
+            "batches": args.batches,
             "seconds_per_run": (time.perf_counter() - start) / runs,
             "coverage": {key: {"share": float(np.mean(v)), "intervals": len(v)} for key, v in held.items()}}
 
@@ -260,6 +264,10 @@ def main() -> None:
     parser.add_argument("cases", nargs="*", default=["batch_a", "batch_b", "batch_c", "coverage"])
     parser.add_argument("--opendp", help="Python of a venv with OpenDP (runs peers/opendp_queries.py)")
     parser.add_argument("--tumult", help="Python of a venv with Tumult Analytics (runs peers/tumult_queries.py)")
+    parser.add_argument("--systems", type=lambda text: text.split(","), default=["ektelo-ng", "opendp", "tumult"],
+                        help="which to run, of ektelo-ng,opendp,tumult (default all; a peer only with its Python)")
+    parser.add_argument("--batches", type=lambda text: text.split(","), default=list(BATCHES),
+                        help="the coverage case's batches (default a,b,c)")
     parser.add_argument("--trials", type=int, default=5, help="runs per system and epsilon (default 5)")
     parser.add_argument("--strategy", default="auto", help="ek.answer's strategy (default auto: the advisor's pick)")
     parser.add_argument("--rows", type=int, default=10_000_000, help="rows of the DuckDB case (default 10^7)")

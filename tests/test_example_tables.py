@@ -176,3 +176,10 @@ def test_the_real_adult_table_where_a_package_ships_it():
     assert (people["sex"] == "Male").sum() == 32_650 and (people["workclass"] == "Unknown").sum() == 2_799
     for name, labels in example_tables.ADULT_LABELS.items():
         assert set(people[name]) <= set(labels), name
+
+
+def test_the_shipped_adult_schema_file_is_adult_schema():
+    from ektelo_ng.operators.queries.schema import Schema
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "adult.yaml"
+    assert Schema.from_file(path) == example_tables.adult_schema()

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ektelo_ng.grammar import BUDGET_HELP, parse_budget, show_budget
+from ektelo_ng.grammar import BUDGET_HELP, parse_budget
 
 STAGES = ("reading the schema and SQL", "checking the output folder", "answering the batch", "writing the results")
 STRATEGIES = ("auto", "identity", "hdmm", "residual-planner", "query-smasher")
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         next_stage()
         written = results.to_dir(out, format=args.format)
         next_stage()
-    print(f"{len(queries)} queries answered jointly at {show_budget(budget)}: {results.note}")
+    print(results.note)
     for name, file in zip(results.names(), written):
         print(f"  {name}: {len(results[name])} rows -> {file}")
     return 0
