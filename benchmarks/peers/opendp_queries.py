@@ -10,15 +10,14 @@ never in the project's: bench_queries.py starts it as a subprocess and reads one
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import time
 import warnings
 from importlib.metadata import version
 
 import opendp.prelude as dp
 import polars as pl
+from protocol import arguments, reply
 
 dp.enable_features("contrib")
 warnings.filterwarnings("ignore", category=FutureWarning)  # dp.len's signed default, announced for a later release
@@ -59,13 +58,7 @@ def answers(context, query: dict, spec: dict) -> list:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True, help="the table, a Parquet file")
-    parser.add_argument("--spec", required=True, help="JSON: queries, labels and bounds (bench_queries.py writes it)")
-    parser.add_argument("--epsilon", type=float, required=True)
-    parser.add_argument("--trials", type=int, default=1)
-    args = parser.parse_args()
-    spec = json.load(open(args.spec))
+    args, spec = arguments(__doc__.splitlines()[0])
     data = pl.scan_parquet(args.data)
     rows = data.select(pl.len()).collect().item()
     start, trials = time.perf_counter(), []
@@ -74,8 +67,7 @@ def main() -> None:
             data=data, privacy_unit=dp.unit_of(contributions=1), privacy_loss=dp.loss_of(epsilon=args.epsilon),
             split_evenly_over=len(spec["queries"]), margins=[dp.polars.Margin(max_length=rows)])
         trials.append({q["name"]: answers(context, q, spec) for q in spec["queries"]})
-    print(json.dumps({"system": "opendp", "version": version("opendp"),
-                      "seconds": (time.perf_counter() - start) / args.trials, "trials": trials}))
+    reply("opendp", version("opendp"), (time.perf_counter() - start) / args.trials, trials)
 
 
 if __name__ == "__main__":

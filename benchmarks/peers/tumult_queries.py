@@ -11,9 +11,7 @@ the project's: bench_queries.py starts it as a subprocess and reads one JSON obj
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import os
 import sys
 import time
@@ -25,18 +23,19 @@ warnings.filterwarnings("ignore")
 
 import pandas as pd  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
+from protocol import arguments, reply  # noqa: E402
 from tmlt.analytics import AddOneRow, KeySet, PureDPBudget, QueryBuilder, Session  # noqa: E402
 
 
-def evaluations(query: dict, bounds: dict) -> list[tuple[QueryBuilder, str]]:
+def evaluations(query: dict, spec: dict) -> list[tuple[QueryBuilder, str]]:
     """The Tumult queries of one query (several for several quantiles), each with the column it outputs."""
     grouped = QueryBuilder("adult")
     if query["groupby"]:
-        grouped = grouped.groupby(KeySet.from_dict({c: LABELS[c] for c in query["groupby"]}))
+        grouped = grouped.groupby(KeySet.from_dict({c: spec["labels"][c] for c in query["groupby"]}))
     if query["aggregate"] == "count":
         return [(grouped.count(), "count")]
     column = query["column"]
-    low, high = bounds[column]
+    low, high = spec["bounds"][column]
     if query["aggregate"] == "sum":
         return [(grouped.sum(column, low, high, name="value"), "value")]
     if query["aggregate"] == "mean":
@@ -46,8 +45,8 @@ def evaluations(query: dict, bounds: dict) -> list[tuple[QueryBuilder, str]]:
 
 def answers(session: Session, query: dict, spec: dict, epsilon: float) -> list:
     """One query's released values in the order of the groups' labels' product (a list per group for quantiles)."""
-    keys = list(itertools.product(*[LABELS[c] for c in query["groupby"]]))
-    parts = evaluations(query, spec["bounds"])
+    keys = list(itertools.product(*[spec["labels"][c] for c in query["groupby"]]))
+    parts = evaluations(query, spec)
     columns = []
     for built, output in parts:
         frame = session.evaluate(built, PureDPBudget(epsilon / len(parts))).toPandas()
@@ -57,15 +56,7 @@ def answers(session: Session, query: dict, spec: dict, epsilon: float) -> list:
 
 
 def main() -> None:
-    global LABELS
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True, help="the table, a Parquet file")
-    parser.add_argument("--spec", required=True, help="JSON: queries, labels and bounds (bench_queries.py writes it)")
-    parser.add_argument("--epsilon", type=float, required=True)
-    parser.add_argument("--trials", type=int, default=1)
-    args = parser.parse_args()
-    spec = json.load(open(args.spec))
-    LABELS = spec["labels"]
+    args, spec = arguments(__doc__.splitlines()[0])
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "4g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
@@ -76,11 +67,8 @@ def main() -> None:
         session = Session.from_dataframe(privacy_budget=PureDPBudget(args.epsilon), source_id="adult",
                                          dataframe=dataframe, protected_change=AddOneRow())
         trials.append({q["name"]: answers(session, q, spec, share) for q in spec["queries"]})
-    print(json.dumps({"system": "tumult", "version": version("tmlt.analytics"),
-                      "seconds": (time.perf_counter() - start) / args.trials, "trials": trials}))
+    reply("tumult", version("tmlt.analytics"), (time.perf_counter() - start) / args.trials, trials)
 
-
-LABELS: dict = {}
 
 if __name__ == "__main__":
     main()
