@@ -180,3 +180,26 @@ def test_filters_inside_a_bin_are_stated():
 def test_repeated_result_names_are_refused():
     with pytest.raises(ValueError, match="same name"):
         ek.answer(raw(20), [ek.query().count(), ek.query().count()], ek.ZCDP(1), schema=SCHEMA)
+
+
+def test_a_kernel_predicate_on_a_binned_column_compares_raw_numbers_by_their_bins(tmp_path):
+    """A plan's own where(attr("age") >= 30) on Integer(18, 90) means age 30, not code 30 (age 48): the kernel
+    reads a number on a "numbers" attribute through the same bin rule as the rows, in numpy and in DuckDB; the
+    analyst's session over the protocol gets the same count."""
+    schema = ek.Schema(age=ek.Integer(18, 90), sex=["F", "M"])
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"age": rng.integers(10, 100, 500), "sex": rng.choice(["F", "M"], 500)})
+    ages = frame.age.clip(18, 90)
+    predicates = [(ek.attr("age") >= 30, ages >= 30), (ek.attr("age").between(20, 39), ages.between(20, 39)),
+                  (ek.attr("age").isin([18, 90]), ages.isin([18, 90])), (ek.attr("age") < 5, ages < 5)]
+    tables = [open_table(frame, schema)]
+    if pytest.importorskip("duckdb"):
+        frame.to_parquet(tmp_path / "t.parquet")
+        tables.append(open_table(str(tmp_path / "t.parquet"), schema, "duckdb"))
+    for table in tables:
+        for predicate, expected in predicates:
+            assert table.count(predicate) == int(expected.sum()), predicate
+    session = ek.protect(frame, schema, ek.PureDP(1))
+    assert session.source.where(ek.attr("age") >= 30).vectorize(["sex"]).size == 2
+    with pytest.raises(ek.KernelError, match="could not convert"):
+        session.source.where(ek.attr("age") >= "old")
