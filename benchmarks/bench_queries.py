@@ -100,9 +100,11 @@ def truth(data: pd.DataFrame, query: dict, labels: dict) -> np.ndarray:
     return np.array([found.get(k, one(empty)) for k in keys], dtype=float)
 
 
-def ours(data: pd.DataFrame, queries, schema, epsilon: float, strategy: str = "auto", level: float = 0.95) -> dict:
+def ours(data: pd.DataFrame, queries, schema, epsilon: float, strategy: str = "auto", level: float = 0.95,
+         time_limit: float = 20.0) -> dict:
     """ektelo-ng's answers (and interval bounds) per query, rows in the labels' product order."""
-    results = ek.answer(data, queries, ek.PureDP(epsilon), schema=schema, level=level, strategy=strategy)
+    results = ek.answer(data, queries, ek.PureDP(epsilon), schema=schema, level=level, strategy=strategy,
+                        time_limit=time_limit)
     out: dict = {"strategy": results.strategy}
     for query in queries:
         frame = results[query.name]
@@ -173,7 +175,8 @@ def batch_case(batch: str, args) -> dict:
             systems: dict = {}
             if "ektelo-ng" in args.systems:
                 start = time.perf_counter()
-                answered = [ours(data, queries, schema, epsilon, args.strategy) for _ in range(args.trials)]
+                answered = [ours(data, queries, schema, epsilon, args.strategy, time_limit=args.time_limit)
+                            for _ in range(args.trials)]
                 runs = [{q.name: found[q.name]["answer"] for q in queries} for found in answered]
                 systems["ektelo-ng"] = {"seconds": (time.perf_counter() - start) / args.trials,
                                         "strategy": sorted({found["strategy"] for found in answered}),
@@ -204,7 +207,7 @@ def coverage_case(args, runs: int = 50, epsilon: float = 1.0) -> dict:
         spec = specification(queries, schema)
         truths = {q["name"]: truth(data, q, spec["labels"]) for q in spec["queries"]}
         for _ in range(runs):
-            answered = ours(data, queries, schema, epsilon, args.strategy)
+            answered = ours(data, queries, schema, epsilon, args.strategy, time_limit=args.time_limit)
             for query in spec["queries"]:
                 t, found = truths[query["name"]], answered[query["name"]]
                 lower, upper = (found[k].reshape(t.shape) for k in ("lower", "upper"))
@@ -252,7 +255,8 @@ def duckdb_case(args) -> dict:
         connection = duckdb.connect(path, read_only=True)
         start = time.perf_counter()
         table = DuckDBTable(schema.domain(), "adult", connection=connection)  # checks every value, once
-        results = ek.answer(table, queries, ek.PureDP(1), schema=schema, strategy=args.strategy)
+        results = ek.answer(table, queries, ek.PureDP(1), schema=schema, strategy=args.strategy,
+                            time_limit=args.time_limit)
         seconds = time.perf_counter() - start
         connection.close()
     return {"rows": args.rows, "queries": len(queries), "seconds_end_to_end": seconds, "strategy": results.strategy,
@@ -270,6 +274,8 @@ def main() -> None:
                         help="the coverage case's batches (default a,b,c)")
     parser.add_argument("--trials", type=int, default=5, help="runs per system and epsilon (default 5)")
     parser.add_argument("--strategy", default="auto", help="ek.answer's strategy (default auto: the advisor's pick)")
+    parser.add_argument("--time-limit", type=float, default=20.0,
+                        help="seconds the advisor may take to pick the strategy under auto (default 20)")
     parser.add_argument("--rows", type=int, default=10_000_000, help="rows of the DuckDB case (default 10^7)")
     args = parser.parse_args()
     cases = {"batch_a": lambda: batch_case("a", args), "batch_b": lambda: batch_case("b", args),

@@ -20,7 +20,8 @@ def test_joint_answers_beat_query_by_query_ones_on_counts_sums_and_means():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     import bench_queries
 
-    args = argparse.Namespace(trials=3, strategy="hdmm", systems=["ektelo-ng", "opendp"], opendp=OPENDP, tumult=None)
+    args = argparse.Namespace(trials=3, strategy="hdmm", time_limit=20.0, systems=["ektelo-ng", "opendp"],
+                              opendp=OPENDP, tumult=None)
     record = bench_queries.batch_case("b", args)
     for epsilon, systems in record["epsilon"].items():
         ratios = systems["ratio_to_opendp"]
