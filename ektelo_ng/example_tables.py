@@ -24,7 +24,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["adult", "adult_real", "adult_schema", "census", "cps", "ADULT_LABELS", "CENSUS_DOMAIN", "CPS_DOMAIN"]
+__all__ = ["adult", "adult_real", "adult_schema", "census", "cps", "ADULT_BOUNDS", "ADULT_LABELS", "CENSUS_DOMAIN",
+           "CPS_DOMAIN"]
 
 #: The census-like table's attributes and sizes: 20 x 2 x 5 x 8 x 5 x 4 x 10 = 320,000 cells.
 CENSUS_DOMAIN: dict[str, int] = {"age": 20, "sex": 2, "race": 5, "education": 8, "marital": 5, "employment": 4,
@@ -218,13 +219,13 @@ def adult(rows: int = 48_842, seed: int = 0) -> dict[str, np.ndarray]:
     # marital_status <- age, sex: never married falls with age, widowed rises (more for women).
     s = np.arange(2)[None, :]
     scores = _stacked([
-        2.0 - 0.15 * a,                                             # never married
+        2.0 - 0.15 * a,                                               # never married
         -1.2 + 0.1 * np.minimum(a, 20) - 0.02 * np.maximum(a - 40, 0) + 0.3 * s,  # married
-        -3.6,                                                       # married, spouse absent
-        -8.0,                                             # married to armed forces
-        -2.8 + 0.03 * np.minimum(a, 20),                            # separated
-        -2.0 + 0.1 * np.minimum(a, 25) - 0.4 * s,                   # divorced
-        -7.0 + 0.12 * a - 1.0 * s,                                  # widowed
+        -3.6,                                                         # married, spouse absent
+        -8.0,                                                         # married to armed forces
+        -2.8 + 0.03 * np.minimum(a, 20),                              # separated
+        -2.0 + 0.1 * np.minimum(a, 25) - 0.4 * s,                     # divorced
+        -7.0 + 0.12 * a - 1.0 * s,                                    # widowed
     ])
     marital_cpt = _softmax(scores + 0.15 * jitter.standard_normal(scores.shape))
     marital_status = _draw(marital_cpt, _index((age, sex), (len(years), 2)), rng)
@@ -235,12 +236,12 @@ def adult(rows: int = 48_842, seed: int = 0) -> dict[str, np.ndarray]:
     s, y = np.arange(2)[None, :, None], (years - 17)[None, None, :]
     married = (m == 1) | (m == 3)
     scores = _stacked([
-        np.where(married & (s == 1), 4.0, -30.0),                   # husband
-        np.where(married & (s == 0), 4.0, -30.0),                   # wife
-        np.where(married, -5.0, 2.0 - 0.25 * y),                    # own child
-        np.where(married, -5.0, 0.3 + 0.02 * np.minimum(y, 30)),    # not in family
+        np.where(married & (s == 1), 4.0, -30.0),                     # husband
+        np.where(married & (s == 0), 4.0, -30.0),                     # wife
+        np.where(married, -5.0, 2.0 - 0.25 * y),                      # own child
+        np.where(married, -5.0, 0.3 + 0.02 * np.minimum(y, 30)),      # not in family
         np.where(married, -30.0, -0.6 + 0.9 * (s == 0) + 0.03 * np.minimum(y, 25)),  # unmarried
-        np.where(married, -6.0, -1.7),                    # other relative
+        np.where(married, -6.0, -1.7),                                # other relative
     ])
     relationship_cpt = _softmax(scores + 0.15 * jitter.standard_normal(scores.shape))
     relationship = _draw(relationship_cpt, _index((marital_status, sex, age), (size["marital_status"], 2,
@@ -250,14 +251,14 @@ def adult(rows: int = 48_842, seed: int = 0) -> dict[str, np.ndarray]:
     # and the retired most often left it unanswered.
     e = (level - 8)[None, :]
     scores = _stacked([
-        2.3,                                    # private
-        -0.5 + 0.02 * np.minimum(a, 40),                  # self-employed, not incorporated
-        -1.6 + 0.02 * np.minimum(a, 40) + 0.1 * e,                  # self-employed, incorporated
-        -1.5 + 0.01 * np.minimum(a, 30) + 0.12 * e,                 # federal
-        -0.9 + 0.01 * np.minimum(a, 30) + 0.2 * e,                  # local
-        -1.3 + 0.22 * e,                                  # state
-        -7.5,                                   # without pay
-        -7.5 - 0.1 * a,                                   # never worked
+        2.3,                                                          # private
+        -0.5 + 0.02 * np.minimum(a, 40),                              # self-employed, not incorporated
+        -1.6 + 0.02 * np.minimum(a, 40) + 0.1 * e,                    # self-employed, incorporated
+        -1.5 + 0.01 * np.minimum(a, 30) + 0.12 * e,                   # federal
+        -0.9 + 0.01 * np.minimum(a, 30) + 0.2 * e,                    # local
+        -1.3 + 0.22 * e,                                              # state
+        -7.5,                                                         # without pay
+        -7.5 - 0.1 * a,                                               # never worked
         0.3 - 0.1 * np.minimum(a, 10) + 0.07 * np.maximum(a - 45, 0) - 0.08 * e,  # unknown
     ])
     workclass_cpt = _softmax(scores + 0.15 * jitter.standard_normal(scores.shape))
@@ -268,21 +269,21 @@ def adult(rows: int = 48_842, seed: int = 0) -> dict[str, np.ndarray]:
     e, s = (level - 8)[:, None, None], np.arange(2)[None, :, None]
     w = np.arange(size["workclass"])[None, None, :]
     scores = _stacked([
-        -0.8 + 0.5 * e + 0.4 * (w == 5),                     # professional specialty
-        -0.4 + 0.35 * e + 0.3 * s + 0.5 * (w == 2),          # executive, managerial
-        -2.0 + 0.15 * e,                                     # tech support
-        0.5 + 0.05 * e - 0.9 * s,                            # administrative, clerical
-        0.0 + 0.05 * e + 0.1 * s,                            # sales
-        -0.5 - 0.1 * e + 1.3 * s,                            # craft, repair
-        -0.5 - 0.3 * e + 0.3 * s,                            # machine operators
-        -1.6 - 0.2 * e + 1.0 * s,                            # transport
-        -1.2 - 0.3 * e + 0.6 * s,                            # handlers, cleaners
-        -1.8 - 0.2 * e + 0.9 * s + 1.2 * (w == 1),           # farming, fishing
-        0.3 - 0.3 * e - 0.6 * s,                             # other service
-        -2.4 + 0.6 * s + 1.2 * ((w == 4) | (w == 5)),  # protective service
-        -3.5 - 0.3 * e - 2.0 * s,                            # private household service
-        -8.0 + 2.0 * (w == 3),                               # armed forces
-        np.where(w >= 7, 6.0, -30.0),                        # unknown
+        -0.8 + 0.5 * e + 0.4 * (w == 5),                              # professional specialty
+        -0.4 + 0.35 * e + 0.3 * s + 0.5 * (w == 2),                   # executive, managerial
+        -2.0 + 0.15 * e,                                              # tech support
+        0.5 + 0.05 * e - 0.9 * s,                                     # administrative, clerical
+        0.0 + 0.05 * e + 0.1 * s,                                     # sales
+        -0.5 - 0.1 * e + 1.3 * s,                                     # craft, repair
+        -0.5 - 0.3 * e + 0.3 * s,                                     # machine operators
+        -1.6 - 0.2 * e + 1.0 * s,                                     # transport
+        -1.2 - 0.3 * e + 0.6 * s,                                     # handlers, cleaners
+        -1.8 - 0.2 * e + 0.9 * s + 1.2 * (w == 1),                    # farming, fishing
+        0.3 - 0.3 * e - 0.6 * s,                                      # other service
+        -2.4 + 0.6 * s + 1.2 * ((w == 4) | (w == 5)),                 # protective service
+        -3.5 - 0.3 * e - 2.0 * s,                                     # private household service
+        -8.0 + 2.0 * (w == 3),                                        # armed forces
+        np.where(w >= 7, 6.0, -30.0),                                 # unknown
     ])
     scores[..., :-1] += np.where(w >= 7, -30.0, 0.0)[..., None]  # never worked or unknown work class: unknown work
     occupation_cpt = _softmax(scores + 0.15 * jitter.standard_normal(scores.shape))
