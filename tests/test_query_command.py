@@ -4,11 +4,12 @@ is read or anything spent."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import ektelo_ng
 from ektelo_ng.cli import main
+
+pd = pytest.importorskip("pandas")  # query results are DataFrames
 
 SCHEMA = """sex: [F, M]
 region: {categorical: [north, south], other: elsewhere}
