@@ -87,15 +87,21 @@ def answer(source, queries: Batch | Sequence[Query] | Query, budget: Budget, *, 
     ``source``: a Session (``ek.protect``, ``ek.connect``), its table handle, or a table (a DataFrame, an Arrow
     table, a CSV or Parquet path; with ``backend="duckdb"`` a DuckDB table name or files, a Spark DataFrame)
     together with its ``schema``, protected here with exactly ``budget`` (``protect_options`` go to
-    ``ek.protect``). See :func:`operators.queries.answer.answer_batch` for the rest.
+    ``ek.protect``; a data frame's columns outside the schema are left out, files must hold the schema's). See :func:`operators.queries.answer.answer_batch` for the rest.
     """
     if isinstance(source, Session):
         source = source.source
     elif not isinstance(source, Handle):
         if schema is None:
             raise ValueError("a table is answered with its schema: give schema=ek.Schema(...) (or protect it first)")
-        from ektelo_ng.session import protect
+        from ektelo_ng.session import as_data_frame, protect
 
+        frame = as_data_frame(source)
+        if frame is not None:  # a data frame's other columns are not the schema's: they stay out of the kernel
+            missing = [name for name in schema.names if name not in frame.columns]
+            if missing:
+                raise ValueError(f"the table has no columns {missing}; it has {list(frame.columns)}")
+            source = {name: frame[name].to_numpy() for name in schema.names}
         source = protect(source, schema, budget, **protect_options).source
     return answer_batch(source, queries, budget, schema=schema, level=level, strategy=strategy,
                         nonnegative=nonnegative, integer=integer, time_limit=time_limit)

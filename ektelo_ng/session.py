@@ -138,7 +138,7 @@ def read_columns(table, domain: Domain) -> dict[str, np.ndarray]:
         if table.ndim == 2 and table.shape[1] == len(domain):
             return {n: table[:, i] for i, n in enumerate(domain.names)}
         raise ValueError(f"a plain array must have one column per attribute ({len(domain)}), got shape {table.shape}")
-    frame = _data_frame(table)
+    frame = as_data_frame(table)
     if frame is not None:
         return {str(name): frame[name].to_numpy() for name in frame.columns}
     raise TypeError(f"cannot read a table from {type(table).__name__}: give a dict of columns, an array, a pandas or "
@@ -148,7 +148,7 @@ def read_columns(table, domain: Domain) -> dict[str, np.ndarray]:
 DATA_FRAME_LIBRARIES = ("pandas", "polars", "pyarrow", "modin", "cudf")
 
 
-def _data_frame(table):
+def as_data_frame(table):
     """A pandas, polars, Arrow (...) table as a narwhals DataFrame (narwhals imported only then), or None."""
     library = type(table).__module__.split(".")[0]
     if library not in DATA_FRAME_LIBRARIES:

@@ -80,11 +80,16 @@ for _model in (And, Or, Not):
 def leaf_codes(leaf, domain: Domain) -> list[int]:
     """The integer codes a leaf compares with: labels looked up, integers clipped to [-1, size] (outside the domain,
     they compare with every code as -1 or size do; and they stay int64, which ``np.isin`` scans once); on a
-    ``"numbers"`` attribute, the bins the numbers fall in (whole bins pass or fail)."""
+    ``"numbers"`` attribute, the bins the numbers fall in by the rows' own rule (whole bins pass or fail), and -1 or
+    size for numbers below or above the bounds (no clamped row equals them)."""
     values = [leaf.value] if isinstance(leaf, Compare) else [leaf.low, leaf.high] if isinstance(leaf, Between) else None
     attribute = domain[leaf.attribute]
-    if attribute.values == "numbers":  # raw numbers compare by the bins they fall in, as the rows were coded
-        return attribute.bin_codes(np.array(values or leaf.values, dtype=np.float64)).tolist()
+    if attribute.values == "numbers":  # raw numbers compare by the bins they fall in, outside the bounds as -1 or size
+        numbers = np.array(values or leaf.values, dtype=np.float64)
+        outside = np.where(numbers < attribute.bounds[0], -1, attribute.size)
+        return np.where(
+            (numbers < attribute.bounds[0]) | (numbers > attribute.bounds[1]), outside, attribute.bin_codes(numbers)
+        ).tolist()
     return [
         attribute.code(v) if isinstance(v, str) else min(max(int(v), -1), attribute.size) for v in values or leaf.values
     ]

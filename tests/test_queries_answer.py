@@ -195,7 +195,8 @@ def test_polars_and_arrow_tables_answer_like_pandas():
     frame = people(500)
     batch = [ek.query().groupby("sex", "region").count(), ek.query().groupby("sex").mean("income")]
     answers = []
-    for table in (frame, polars.from_pandas(frame), pyarrow.Table.from_pandas(frame)):
+    wider = frame.assign(note="not in the schema")  # a data frame's other columns stay out of the kernel
+    for table in (wider, polars.from_pandas(frame), pyarrow.Table.from_pandas(frame)):
         results = ek.answer(table, batch, ek.ZCDP(1), schema=SCHEMA, strategy="identity", seed=4)
         answers.append(results["count by sex, region"].answer.tolist() + results["mean(income) by sex"].answer.tolist())
     assert answers[0] == answers[1] == answers[2]

@@ -172,7 +172,7 @@ def test_filters_inside_a_bin_are_stated():
     results = ek.answer(raw(200), [ek.query().where(ek.attr("decade") >= 35).name("inside").count(),
                                    ek.query().where(ek.attr("decade") >= 30).name("on edge").count()],
                         ek.ZCDP(1), schema=SCHEMA, strategy="identity", seed=0)
-    assert "decade >= 35: the threshold falls inside a bin" in results["inside"].accounts_for[0]
+    assert "decade >= 35: the value falls inside a bin" in results["inside"].accounts_for[0]
     assert "inside a bin" not in results["on edge"].accounts_for[0]
     assert "decade: values outside [0, 99] are clamped" in results["on edge"].accounts_for[0]
 
@@ -191,7 +191,9 @@ def test_a_kernel_predicate_on_a_binned_column_compares_raw_numbers_by_their_bin
     frame = pd.DataFrame({"age": rng.integers(10, 100, 500), "sex": rng.choice(["F", "M"], 500)})
     ages = frame.age.clip(18, 90)
     predicates = [(ek.attr("age") >= 30, ages >= 30), (ek.attr("age").between(20, 39), ages.between(20, 39)),
-                  (ek.attr("age").isin([18, 90]), ages.isin([18, 90])), (ek.attr("age") < 5, ages < 5)]
+                  (ek.attr("age").isin([18, 90, 95]), ages.isin([18, 90])), (ek.attr("age") < 5, ages < 5),
+                  (ek.attr("age") >= 200, ages >= 200), (ek.attr("age") <= 200, ages <= 200),
+                  (ek.attr("age") > -3, ages > -3)]
     tables = [open_table(frame, schema)]
     if pytest.importorskip("duckdb"):
         frame.to_parquet(tmp_path / "t.parquet")
@@ -200,6 +202,7 @@ def test_a_kernel_predicate_on_a_binned_column_compares_raw_numbers_by_their_bin
         for predicate, expected in predicates:
             assert table.count(predicate) == int(expected.sum()), predicate
     session = ek.protect(frame, schema, ek.PureDP(1))
-    assert session.source.where(ek.attr("age") >= 30).vectorize(["sex"]).size == 2
+    results = session.answer([ek.query().where(ek.attr("age") >= 30).count()], ek.PureDP(1), strategy="identity")
+    assert abs(results["count where ..."].answer[0] - (ages >= 30).sum()) < 10 * results["count where ..."]["std"][0]
     with pytest.raises(ek.KernelError, match="could not convert"):
         session.source.where(ek.attr("age") >= "old")

@@ -234,19 +234,16 @@ def _leaf(node, column, notes: list[str]) -> np.ndarray:
         for value in node.values:
             passes |= _leaf(Compare(attribute=name, op="==", value=value), column, notes)
         return passes
-    edges, midpoints = column.edges(), column.midpoints()
-    if node.op in ("==", "!="):
-        inside = column.low <= node.value <= column.high
-        codes = np.arange(column.size) == column.bin_of(node.value) if inside else np.zeros(column.size, dtype=bool)
-        if not (column.integer and column.width == 1 and float(node.value).is_integer()) and inside:
-            notes.append(f"{name} {node.op} {node.value:g}: applied to the whole bin holding it")
-        return codes if node.op == "==" else ~codes
-    passes = _OPS[node.op](midpoints, node.value)
+    codes, edges = np.arange(column.size), column.edges()
+    passes = _OPS[node.op](codes, column.bin_of(node.value))  # the kernel's rule: the bin holding the value equals it
     first = edges[:-1]  # each bin's smallest value, and its largest (the last integer, or just below the next edge)
     last = edges[1:] - 1 if column.integer else np.nextafter(edges[1:], -np.inf)
-    if np.any(_OPS[node.op](first, node.value) != _OPS[node.op](last, node.value)):
-        notes.append(f"{name} {node.op} {node.value:g}: the threshold falls inside a bin, which passes or fails "
-                     "whole by its midpoint")
+    whole = (_OPS[node.op](first, node.value) == passes) & (_OPS[node.op](last, node.value) == passes)
+    if node.op in ("==", "!="):  # a bin other than the value's holds no value equal to it
+        exact = column.integer and column.width == 1 and float(node.value).is_integer()
+        whole = (codes != column.bin_of(node.value)) | exact
+    if not np.all(whole):
+        notes.append(f"{name} {node.op} {node.value:g}: the value falls inside a bin, which passes or fails whole")
     return passes
 
 

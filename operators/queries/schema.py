@@ -111,7 +111,10 @@ class _Binned:
         return (edges[:-1] + edges[1:] - self.integer) / 2
 
     def bin_of(self, value: float) -> int:
-        """The bin a (public) value falls in, by the kernel's own rule (clamped to the bounds)."""
+        """The bin a (public) value of a filter falls in, by the kernel's own rule (``kernel.predicate.leaf_codes``):
+        -1 below the bounds, ``size`` above them."""
+        if not self.low <= value <= self.high:
+            return -1 if value < self.low else self.size
         return int(self.attribute("value").bin_codes(np.array([float(value)]))[0])
 
     @property
