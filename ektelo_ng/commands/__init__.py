@@ -10,7 +10,8 @@ import importlib
 
 MODULES = {
     "demo": "demo_command", "dpbench": "dpbench_command", "error": "error_command", "select": "select_command",
-    "advise": "advise_command", "census": "census_command", "example-data": "example_command",
+    "advise": "advise_command", "census": "census_command", "query": "query_command",
+    "example-data": "example_command",
     "run": "run_command", "kernel": "kernel_command",
 }
 """Every command by name, in the order ``--help`` lists them, with its module in ``ektelo_ng.commands``."""
