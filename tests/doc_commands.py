@@ -17,6 +17,7 @@ import io
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -95,6 +96,8 @@ def run_page(page: Page, folder: Path) -> Ran:
     from ektelo_ng.cli import main
 
     values = {"port": free_port(), "folder": str(folder)}
+    shutil.copytree(Path(__file__).resolve().parent.parent / "examples", folder / "examples", dirs_exist_ok=True)
+    # (a page's commands run from the repository's root, as it says, so the files the repository ships are there)
     namespace: dict = {}
     out, commands, skipped, servers, seconds = _stream(), [], [], [], []
     here = os.getcwd()
