@@ -3,9 +3,11 @@ kill -9 and restart, and ``ektelo-ng run`` keeping the data out of the plan's pr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -43,6 +45,16 @@ def spent(folder: Path) -> dict[str, Fraction]:
     return {s.analyst: s.spent for s in ServiceDirectory(folder / "svc").ledger().shares()}
 
 
+def charged(folder: Path) -> dict[str, Fraction]:
+    """The sum of each analyst's committed charges, read from the ledger's own record of them."""
+    with contextlib.closing(sqlite3.connect(ServiceDirectory(folder / "svc").ledger_path)) as db:
+        rows = db.execute("SELECT analyst, increment FROM charges").fetchall()
+    totals = dict.fromkeys(ANALYSTS, Fraction(0))
+    for analyst, increment in rows:
+        totals[analyst] += Fraction(increment)
+    return totals
+
+
 _RACER = """
 import sys, ektelo_ng as ek
 s = ek.connect(credential=sys.argv[1], timeout=60)
@@ -72,7 +84,9 @@ def test_eight_analyst_processes_racing_never_overspend_a_share(deployment):
     answers = [int(out) for out, _ in outputs]
     for i, (analyst, share) in enumerate(ANALYSTS.items()):
         assert answers[2 * i] + answers[2 * i + 1] == Fraction(share) * 64  # every charge of 1/64 made, none more
-    assert spent(deployment) == {analyst: Fraction(share) for analyst, share in ANALYSTS.items()}
+    shares = {analyst: Fraction(share) for analyst, share in ANALYSTS.items()}
+    assert charged(deployment) == shares  # each answer's charge committed before it was sent
+    assert spent(deployment) == shares, "the charges stand but the spends do not: another process rewrote the ledger"
 
 
 _ADDER = """
