@@ -34,9 +34,11 @@ def cli(*arguments: str, check: bool = True) -> subprocess.CompletedProcess:
     return done
 
 
-def start_server(folder: Path, service: Path, *extra: str) -> tuple[subprocess.Popen, str]:
-    """``ektelo-ng kernel serve`` on the table in ``folder``; returns the process and its address."""
-    command = [sys.executable, "-m", "ektelo_ng.cli", "kernel", "serve", "--dir", str(service), "--table",
+def start_server(folder: Path, service: Path, *extra: str,
+                 launcher: tuple[str, ...] = ("-m", "ektelo_ng.cli")) -> tuple[subprocess.Popen, str]:
+    """``ektelo-ng kernel serve`` on the table in ``folder`` (started by ``python LAUNCHER``); returns the process
+    and its address."""
+    command = [sys.executable, *launcher, "kernel", "serve", "--dir", str(service), "--table",
                str(folder / "data.csv"), "--domain", str(folder / "domain.json"), *extra]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = process.stdout.readline()

@@ -27,6 +27,7 @@ import pytest
 import ektelo_ng as ek
 from ektelo_ng import sandbox
 from ektelo_ng.gateway.owner import init_service
+from ektelo_ng.kernel.ledger import SqliteLedger
 from tests.served import start_server, write_table
 
 HOSTILE = r'''
@@ -93,7 +94,13 @@ def kernel_report(output: str) -> list[str]:
 def test_a_plan_that_rewrites_ledgers_and_fakes_its_report_spends_its_budget_and_no_more(tmp_path, sandboxed, seed):
     plan, table, domain = write(tmp_path)
     extra = ["--seed", seed] if seed else []
-    done = run(str(plan), "--table", str(table), "--domain", str(domain), "--budget", "epsilon=1", *extra)
+    with tempfile.TemporaryDirectory(prefix="ek-", dir="/tmp") as name:  # a served kernel's ledger in the plan's path
+        bystander = SqliteLedger(Path(name) / "ledger.sqlite", ek.PureDP(1))
+        bystander.add("ann", Fraction(1, 2))
+        bystander.commit("ann", Fraction(1, 4), "noisy_count")
+        done = run(str(plan), "--table", str(table), "--domain", str(domain), "--budget", "epsilon=1", *extra)
+        assert bystander.shares()[0].spent == Fraction(1, 4)  # out of the plan's reach: nothing is refunded
+        bystander.close()
     assert done.returncode == 0, done.stderr
     report = kernel_report(done.stdout)
     budget = next(line for line in report if line.startswith("budget:"))

@@ -3,9 +3,11 @@ kill -9 and restart, and ``ektelo-ng run`` keeping the data out of the plan's pr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -18,7 +20,7 @@ import ektelo_ng as ek
 from ektelo_ng.cli import main
 from ektelo_ng.gateway.owner import ServiceDirectory, init_service
 from ektelo_ng.operators.privacy import zcdp_to_approx_dp
-from tests.served import cli, start_server, write_table
+from tests.served import Raw, cli, start_server, write_table
 
 ANALYSTS = {"ann": "1/4", "ben": "1/4", "cat": "1/8", "dan": "3/8"}
 
@@ -41,6 +43,16 @@ def credential(folder: Path, analyst: str) -> Path:
 
 def spent(folder: Path) -> dict[str, Fraction]:
     return {s.analyst: s.spent for s in ServiceDirectory(folder / "svc").ledger().shares()}
+
+
+def charged(folder: Path) -> dict[str, Fraction]:
+    """The sum of each analyst's committed charges, read from the ledger's own record of them."""
+    with contextlib.closing(sqlite3.connect(ServiceDirectory(folder / "svc").ledger_path)) as db:
+        rows = db.execute("SELECT analyst, increment FROM charges").fetchall()
+    totals = dict.fromkeys(ANALYSTS, Fraction(0))
+    for analyst, increment in rows:
+        totals[analyst] += Fraction(increment)
+    return totals
 
 
 _RACER = """
@@ -72,7 +84,58 @@ def test_eight_analyst_processes_racing_never_overspend_a_share(deployment):
     answers = [int(out) for out, _ in outputs]
     for i, (analyst, share) in enumerate(ANALYSTS.items()):
         assert answers[2 * i] + answers[2 * i + 1] == Fraction(share) * 64  # every charge of 1/64 made, none more
-    assert spent(deployment) == {analyst: Fraction(share) for analyst, share in ANALYSTS.items()}
+    shares = {analyst: Fraction(share) for analyst, share in ANALYSTS.items()}
+    assert charged(deployment) == shares  # each answer's charge committed before it was sent
+    assert spent(deployment) == shares, "the charges stand but the spends do not: another process rewrote the ledger"
+
+
+_KILLED_AT_THIRD_CHARGE = """
+import contextlib, os, signal, sys
+from ektelo_ng.cli import main
+from ektelo_ng.kernel.ledger import SqliteLedger
+
+charges, commit, transaction = 0, SqliteLedger.commit, SqliteLedger._transaction
+
+
+def killed_after_third(ledger, *arguments):
+    global charges
+    charges += 1
+    spent = commit(ledger, *arguments)
+    if charges == 3:
+        os.kill(os.getpid(), signal.SIGKILL)  # the ledger said it is committed; its answer is not yet sent
+    return spent
+
+
+@contextlib.contextmanager
+def killed_before_third_commits(ledger):
+    with transaction(ledger):
+        yield
+        if charges == 3 and sys.argv[1] == "before":
+            os.kill(os.getpid(), signal.SIGKILL)  # the charge written, not committed
+
+
+SqliteLedger.commit, SqliteLedger._transaction = killed_after_third, killed_before_third_commits
+main(sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("killed", ["before", "after"])
+def test_a_kernel_killed_at_a_commit_has_sent_no_answer_its_ledger_does_not_hold(deployment, killed):
+    """Kill -9 inside the third charge's transaction, just before or just after its COMMIT: that charge's answer is
+    never sent, and a fresh reader of the ledger (its WAL not checkpointed) sees exactly the charges committed."""
+    server, address = start_server(deployment, deployment / "svc", launcher=("-c", _KILLED_AT_THIRD_CHARGE, killed))
+    try:
+        raw = Raw.signed_in(address, credential(deployment, "ann"))
+        x = raw.send({"op": "vectorize", "source": raw.send({"op": "root"})["source"]})["source"]
+        replies = [raw.send({"op": "noisy_count", "source": x, "epsilon": "1/16"}) for _ in range(3)]
+        assert [reply and reply["kind"] for reply in replies] == ["answer", "answer", None]
+        assert server.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        server.kill()
+        server.wait()
+    assert (deployment / "svc" / "ledger.sqlite-wal").stat().st_size > 0  # the reader must recover the WAL
+    committed = Fraction(3 if killed == "after" else 2, 16)
+    assert charged(deployment)["ann"] == spent(deployment)["ann"] == committed
 
 
 _ADDER = """
