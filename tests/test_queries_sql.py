@@ -158,7 +158,7 @@ def test_a_refusal_names_the_statement_it_is_in():
 
 def test_without_sqlglot_the_error_names_the_install_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "sqlglot", None)
-    with pytest.raises(ImportError, match=r"pip install 'ektelo-ng\[queries\]'"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[queries\]'"):
         ek.sql("SELECT COUNT(*) FROM t", SCHEMA)
 
 

@@ -86,7 +86,7 @@ def results_of(compiled: Compiled, reader, level: float, nonnegative: bool, inte
     try:
         import pandas
     except ImportError:
-        raise ImportError("query results are pandas DataFrames: pip install -e '.[pandas]'") from None
+        raise ImportError("query results are pandas DataFrames: pip install -e '.[queries]'") from None
     frames = {}
     for part in compiled.parts:
         aggregate = part.query.aggregate

@@ -72,7 +72,7 @@ def _sqlglot():
         import sqlglot
         from sqlglot import exp
     except ImportError:
-        raise ImportError("SQL queries need sqlglot: pip install 'ektelo-ng[queries]'") from None
+        raise ImportError("SQL queries need sqlglot: pip install -e '.[queries]'") from None
     return sqlglot, exp
 
 
