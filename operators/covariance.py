@@ -340,20 +340,7 @@ class LeastSquaresCovariance:
 
     @cached_property
     def _rows_gram_pinv(self) -> np.ndarray | None:
-        """``(B B^T)^+`` for the weighted stacked measurements ``B`` when they have at most ``DENSE_LIMIT`` rows
-        (an OPT_+ strategy of a few hundred rows over many cells): the coefficients of every answer are then
-        ``(B^T)^+ w = (B B^T)^+ B w``, exactly, where the iterative path takes one LSMR per answer; else None."""
-        count = sum(m.matrix.shape[0] for m in self.measurements)
-        if count > DENSE_LIMIT:
-            return None
-        gram = np.empty((count, count))
-        step = max(1, CHUNK_ENTRIES // max(self.size, 1))
-        for start in range(0, count, step):
-            stop = min(count, start + step)
-            units = np.zeros((count, stop - start))
-            units[np.arange(start, stop), np.arange(stop - start)] = 1.0
-            gram[:, start:stop] = _stacked_apply(self.measurements, _stacked_adjoint(self.measurements, units))
-        return np.linalg.pinv((gram + gram.T) / 2, rcond=1e-12, hermitian=True)
+        return rows_gram_pinv(self.measurements, self.size)
 
     def _iterative_coefficients(self, W: Matrix) -> Iterator[np.ndarray]:
         if self._rows_gram_pinv is not None:  # few measured rows: c = (B B^T)^+ B w, no iterative solve
@@ -462,12 +449,30 @@ def _dense_gram_pinv(measurements: Sequence, n: int) -> tuple[np.ndarray, np.nda
     return scaled @ scaled.T, rows[keep].T
 
 
+def rows_gram_pinv(measurements: Sequence, size: int) -> np.ndarray | None:
+    """``(B B^T)^+`` for the weighted stacked measurements ``B`` when they have at most ``DENSE_LIMIT`` rows
+    (an OPT_+ strategy of a few hundred rows over many cells), else None: least squares is then
+    ``x = B^T (B B^T)^+ D^(1/2) y`` and an answer's coefficients ``(B^T)^+ w = (B B^T)^+ B w``, exactly, where
+    the iterative path takes one LSMR per answer."""
+    count = sum(m.matrix.shape[0] for m in measurements)
+    if count > DENSE_LIMIT:
+        return None
+    gram = np.empty((count, count))
+    step = max(1, CHUNK_ENTRIES // max(size, 1))
+    for start in range(0, count, step):
+        stop = min(count, start + step)
+        units = np.zeros((count, stop - start))
+        units[np.arange(start, stop), np.arange(stop - start)] = 1.0
+        gram[:, start:stop] = _stacked_apply(measurements, stacked_adjoint(measurements, units))
+    return np.linalg.pinv((gram + gram.T) / 2, rcond=1e-12, hermitian=True)
+
+
 def _stacked_apply(measurements: Sequence, X: np.ndarray) -> np.ndarray:
     """``B X`` for the measurements' weighted stacked matrix ``B`` (rows: theirs, in order)."""
     return np.vstack([_row_weights(m)[:, None] * np.asarray(m.matrix @ X) for m in measurements])
 
 
-def _stacked_adjoint(measurements: Sequence, R: np.ndarray) -> np.ndarray:
+def stacked_adjoint(measurements: Sequence, R: np.ndarray) -> np.ndarray:
     """``B^T R`` (the transpose of :func:`_stacked_apply`)."""
     offsets = np.cumsum([0] + [m.matrix.shape[0] for m in measurements])
     return sum(np.asarray(m.matrix.T @ (_row_weights(m)[:, None] * R[a:b]))

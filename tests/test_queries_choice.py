@@ -8,12 +8,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
-import ektelo_ng as ek
 from ektelo_ng.operators import advice, covariance
 from ektelo_ng.operators.covariance import LeastSquaresCovariance
 from ektelo_ng.operators.matrix import Dense, Kronecker, VStack
 from ektelo_ng.operators.measurement import Measurement
+
+import ektelo_ng as ek
 
 pd = pytest.importorskip("pandas")
 
@@ -126,3 +126,23 @@ def test_error_bars_for_few_rows_over_many_cells_take_no_iterative_solve(monkeyp
     assert found.noise_variances(Dense(W)) == pytest.approx(np.sum(expected**2, axis=1), rel=1e-6)
     assert found.undetermined(Dense(W)).tolist() == [False, False, False, True, True]
     assert solves == []
+
+
+def test_a_union_strategy_over_many_cells_reconstructs_without_lsmr(monkeypatch):
+    """OPT_+'s strategy of 50 rows over 4,900 cells: the minimum-norm least squares (dense lstsq's), without an
+    LSMR call (which ran up to 20 max(m, n) iterations at 1e-12)."""
+    from ektelo_ng.operators import inference
+    from ektelo_ng.operators.selection.hdmm.strategies import UnionStrategy
+
+    rng = np.random.default_rng(1)
+    blocks = [(2.0, Kronecker([Dense(rng.random((5, 70))), Dense(rng.random((6, 70)))])),
+              (0.5, Kronecker([Dense(rng.random((4, 70))), Dense(rng.random((5, 70)))]))]
+    strategy = UnionStrategy(blocks[0][1], blocks, "laplace", 1.0)
+    from ektelo_ng.operators.selection.hdmm import strategies
+
+    for module in (inference, strategies):  # strategies solved by its own LSMR before
+        monkeypatch.setattr(module, "lsmr", lambda *a, **k: pytest.fail("an LSMR solve"), raising=False)
+    y = rng.standard_normal(50)
+    found = strategy.reconstruct([Measurement(strategy.matrix, y, 1.0, "laplace")]).x
+    expected = np.linalg.lstsq(strategy.matrix.dense(), y, rcond=None)[0]
+    assert found == pytest.approx(expected, rel=1e-6, abs=1e-9 * np.abs(expected).max())
