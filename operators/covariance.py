@@ -158,8 +158,8 @@ class LeastSquaresCovariance:
                     spread > DETERMINED_RTOL * np.maximum(np.linalg.norm(block, axis=1), np.finfo(float).tiny)))
                 continue
             else:
-                operator, _ = stacked_system(self.measurements, self.size)
-                inside = np.stack([operator.rmatvec(c) for c in next(self._iterative_coefficients(Dense(block)))])
+                coefficients = next(self._iterative_coefficients(Dense(block)))  # B^T c: w's part in the row space
+                inside = np.asarray(stacked_adjoint(self.measurements, coefficients.T)).T
             outside = np.linalg.norm(block - inside, axis=1)
             out.append(outside > DETERMINED_RTOL * np.maximum(np.linalg.norm(block, axis=1), np.finfo(float).tiny))
         return np.concatenate(out) if out else np.zeros(0, dtype=bool)
