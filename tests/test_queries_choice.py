@@ -61,7 +61,7 @@ def exact_counts(frame: pd.DataFrame) -> dict:
 
 
 @pytest.mark.parametrize("budget, strategy", [(HUGE_ZCDP, "ResidualPlanner (sum loss), gaussian"),
-                                              (HUGE_PURE, "HDMM OPT_kron, laplace")])
+                                              (HUGE_PURE, "HDMM OPT_M, laplace")])
 def test_a_batch_of_marginals_is_chosen_without_the_advisor_and_answered_exactly(no_advisor, budget, strategy):
     frame = people()
     results = ek.answer(frame, MARGINALS, budget, schema=SCHEMA, seed=1)

@@ -120,12 +120,28 @@ def choose(compiled: Compiled, domain, budget: PureDP | ZCDP, strategy: str | St
                       "loss), gaussian", "every query is a count by groups (a marginal): ResidualPlanner's "
                       "strategy is optimal for weighted marginals under zCDP")
     if workload.marginals is not None:
-        return _structured(domain, workload, noise, "every query is a count by groups (a marginal)")
+        return _marginals_pure(domain, workload, noise)
     advice = advise(domain, workload, budget, time_limit=time_limit)
     if advice.pick is None or advice.pick.strategy is None:
         return _structured(domain, workload, noise, f"the advisor ranked no strategy within {time_limit:g} s")
     return Choice(advice.pick.strategy, advice.pick.name, f"the advisor's pick of {len(advice.ranked())} ranked "
                   f"at the budget (RMSE {advice.pick.rmse:.4g} per weighted query)")
+
+
+def _marginals_pure(domain, workload, noise: str) -> Choice:
+    """Marginals under pure DP: HDMM's marginals template (OPT_M) when its strategy has at most DENSE_LIMIT rows
+    (its error bars then come from the rows' Gram, :mod:`operators.covariance`), else :func:`_structured`."""
+    from ..advice.candidates import Candidate, select
+    from ..covariance import DENSE_LIMIT
+    from ..selection.hdmm.marginals import MAX_LATTICE_ATTRIBUTES
+
+    why = "every query is a count by groups (a marginal)"
+    if 1 < len(domain) <= MAX_LATTICE_ATTRIBUTES and workload.cells > workload.num_queries:
+        candidate = Candidate("hdmm", "opt_marginals", noise)
+        strategy = select(candidate, workload)
+        if strategy.matrix.shape[0] <= DENSE_LIMIT:
+            return Choice(strategy, candidate.name, f"{why}: HDMM's marginals template, for unions of marginals")
+    return _structured(domain, workload, noise, why)
 
 
 def _structured(domain, workload, noise: str, why: str) -> Choice:
