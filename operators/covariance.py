@@ -19,7 +19,10 @@ unless ``n`` is small:
   1000-cell factors;
 - otherwise, up to ``DENSE_LIMIT`` cells, ``G^+`` densely from a QR and an SVD of the stacked weighted rows
   (never from ``G``, whose condition number is the square);
-- beyond, one LSMR solve per answer (``c`` = the minimum-norm solution of ``D^(1/2) A^T``-system
+- beyond, with at most ``DENSE_LIMIT`` measured rows (an OPT_+ strategy of a few hundred rows over 10^5
+  cells), ``c = (B B^T)^+ B w`` directly, ``B = D^(1/2) A``: its Gram over rows is small (the pseudo-inverse
+  drops eigenvalues below 1e-12 of the largest, singular values of ``B`` below 1e-6 of its largest);
+- beyond that, one LSMR solve per answer (``c`` = the minimum-norm solution of ``D^(1/2) A^T``-system
   ``A^T D^(1/2) c = w``), for at most ``SOLVE_LIMIT`` answers.
 
 A query with a part outside the measured row space is not determined by the measurements (``undetermined``):
@@ -155,8 +158,8 @@ class LeastSquaresCovariance:
                     spread > DETERMINED_RTOL * np.maximum(np.linalg.norm(block, axis=1), np.finfo(float).tiny)))
                 continue
             else:
-                operator, _ = stacked_system(self.measurements, self.size)
-                inside = np.stack([operator.rmatvec(c) for c in next(self._iterative_coefficients(Dense(block)))])
+                coefficients = next(self._iterative_coefficients(Dense(block)))  # B^T c: w's part in the row space
+                inside = np.asarray(stacked_adjoint(self.measurements, coefficients.T)).T
             outside = np.linalg.norm(block - inside, axis=1)
             out.append(outside > DETERMINED_RTOL * np.maximum(np.linalg.norm(block, axis=1), np.finfo(float).tiny))
         return np.concatenate(out) if out else np.zeros(0, dtype=bool)
@@ -335,7 +338,15 @@ class LeastSquaresCovariance:
             out.append(outside & ~zero)
         return np.concatenate(out)
 
+    @cached_property
+    def _rows_gram_pinv(self) -> np.ndarray | None:
+        return rows_gram_pinv(self.measurements, self.size)
+
     def _iterative_coefficients(self, W: Matrix) -> Iterator[np.ndarray]:
+        if self._rows_gram_pinv is not None:  # few measured rows: c = (B B^T)^+ B w, no iterative solve
+            for block in row_blocks(W):
+                yield (self._rows_gram_pinv @ _stacked_apply(self.measurements, block.T)).T
+            return
         if W.shape[0] > SOLVE_LIMIT:
             raise ValueError(
                 f"error bars for {W.shape[0]} answers over {self.size} cells without Kronecker structure would take "
@@ -436,6 +447,40 @@ def _dense_gram_pinv(measurements: Sequence, n: int) -> tuple[np.ndarray, np.nda
     keep = singular > singular.max(initial=0.0) * n * np.finfo(float).eps
     scaled = rows[keep].T / singular[keep]
     return scaled @ scaled.T, rows[keep].T
+
+
+def rows_gram_pinv(measurements: Sequence, size: int) -> np.ndarray | None:
+    """``(B B^T)^+`` for the weighted stacked measurements ``B`` when they have at most ``DENSE_LIMIT`` rows
+    (an OPT_+ strategy of a few hundred rows over many cells), else None: least squares is then
+    ``x = B^T (B B^T)^+ D^(1/2) y`` and an answer's coefficients ``(B^T)^+ w = (B B^T)^+ B w``, exactly, where
+    the iterative path takes one LSMR per answer."""
+    count = sum(m.matrix.shape[0] for m in measurements)
+    if count > DENSE_LIMIT:
+        return None
+    gram = np.empty((count, count))
+    step = max(1, CHUNK_ENTRIES // max(size, 1))
+    for start in range(0, count, step):
+        stop = min(count, start + step)
+        units = np.zeros((count, stop - start))
+        units[np.arange(start, stop), np.arange(stop - start)] = 1.0
+        gram[:, start:stop] = _stacked_apply(measurements, stacked_adjoint(measurements, units))
+    return np.linalg.pinv((gram + gram.T) / 2, rcond=1e-12, hermitian=True)
+
+
+def _stacked_apply(measurements: Sequence, X: np.ndarray) -> np.ndarray:
+    """``B X`` for the measurements' weighted stacked matrix ``B`` (rows: theirs, in order)."""
+    return np.vstack([_row_weights(m)[:, None] * np.asarray(m.matrix @ X) for m in measurements])
+
+
+def stacked_adjoint(measurements: Sequence, R: np.ndarray) -> np.ndarray:
+    """``B^T R`` (the transpose of :func:`_stacked_apply`)."""
+    offsets = np.cumsum([0] + [m.matrix.shape[0] for m in measurements])
+    return sum(np.asarray(m.matrix.T @ (_row_weights(m)[:, None] * R[a:b]))
+               for m, a, b in zip(measurements, offsets[:-1], offsets[1:]))
+
+
+def _row_weights(measurement) -> np.ndarray:
+    return np.broadcast_to(np.asarray(measurement.weights, dtype=np.float64), (measurement.matrix.shape[0],))
 
 
 def row_blocks(W: Matrix) -> Iterator[np.ndarray]:

@@ -7,7 +7,8 @@ solve uses everything (ektelo section 5.5).
 - ``least_squares``: argmin sum_i ||(M_i x - y_i) / sigma_i||^2, the minimum-norm solution
   (uniform within groups the measurements cannot tell apart). LSMR on the stacked, weighted
   system through implicit products; a single Kronecker measurement is solved directly by the
-  Kronecker product of the factors' Gram pseudo-inverses, A^+ = kron_i (A_i^T A_i)^+ A^T.
+  Kronecker product of the factors' Gram pseudo-inverses, A^+ = kron_i (A_i^T A_i)^+ A^T; at most
+  covariance.DENSE_LIMIT rows over more cells, directly by the rows' Gram, A^+ = A^T (A A^T)^+.
 - ``nnls``: the same objective with x >= 0, by L-BFGS-B.
 - ``multiplicative_weights``: MWEM's update with the corrected sign.
 - ``ahp_threshold``: AHP's rule zeroing small noisy counts.
@@ -32,7 +33,7 @@ from scipy.sparse.linalg import lsmr
 
 from .matrix import Dense, Kronecker, Matrix, Weighted
 from ..kernel.matrix.threads import single_threaded_blas
-from .covariance import kronecker_gram_pinvs
+from .covariance import DENSE_LIMIT, kronecker_gram_pinvs, rows_gram_pinv, stacked_adjoint
 from .linalg import explicit_sparse
 from .measurement import SPARSE_NONZEROS, Measurement, columns, stacked_system
 
@@ -53,7 +54,8 @@ def least_squares(
     """Minimum-norm weighted least squares estimate of the root vector.
 
     One Kronecker measurement (scalar noise, factors up to operators.covariance.FACTOR_LIMIT) is solved
-    exactly by Kronecker Gram pseudo-inverses; anything else by LSMR from x = 0 (which
+    exactly by Kronecker Gram pseudo-inverses; at most covariance.DENSE_LIMIT rows over more cells by the
+    rows' Gram, x = B^T (B B^T)^+ D^(1/2) y (B the weighted rows); anything else by LSMR from x = 0 (which
     converges to the minimum-norm solution) with atol = btol = ``tolerance``, at most
     ``max_iterations`` (default max(100, 4 n): LSMR's own default, min(m, n), is too few
     when a few rows carry much larger weights, e.g. a known total).
@@ -63,6 +65,9 @@ def least_squares(
     if direct is not None:
         return direct
     operator, rhs = stacked_system(measurements, n)
+    few_rows = rows_gram_pinv(measurements, n) if n > DENSE_LIMIT else None
+    if few_rows is not None:  # a few hundred rows over many cells (OPT_+): x = B^T (B B^T)^+ D^(1/2) y
+        return stacked_adjoint(measurements, (few_rows @ rhs)[:, None])[:, 0]
     limit = max(100, 4 * n) if max_iterations is None else max_iterations
     with single_threaded_blas():  # LSMR's short vector steps: a second BLAS thread only waits
         return lsmr(operator, rhs, atol=tolerance, btol=tolerance, maxiter=limit)[0]

@@ -115,12 +115,53 @@ def choose(compiled: Compiled, domain, budget: PureDP | ZCDP, strategy: str | St
             raise ValueError("residual-planner answers counts by group without filters (marginals) only; this batch "
                              "has other queries: use strategy='auto' or 'query-smasher'")
         return Choice(select(candidate, workload), candidate.name, "asked for")
+    if workload.marginals is not None and noise == "gaussian":
+        return Choice(select(Candidate("residual-planner", "sum", "gaussian"), workload), "ResidualPlanner (sum "
+                      "loss), gaussian", "every query is a count by groups (a marginal): ResidualPlanner's "
+                      "strategy is optimal for weighted marginals under zCDP")
+    if workload.marginals is not None:
+        return _marginals_pure(domain, workload, noise)
     advice = advise(domain, workload, budget, time_limit=time_limit)
     if advice.pick is None or advice.pick.strategy is None:
-        return _identity(domain, workload, noise, f"the advisor ranked no strategy within {time_limit:g} s: the "
-                         "cells are measured")
+        return _structured(domain, workload, noise, f"the advisor ranked no strategy within {time_limit:g} s")
     return Choice(advice.pick.strategy, advice.pick.name, f"the advisor's pick of {len(advice.ranked())} ranked "
                   f"at the budget (RMSE {advice.pick.rmse:.4g} per weighted query)")
+
+
+def _marginals_pure(domain, workload, noise: str) -> Choice:
+    """Marginals under pure DP: HDMM's marginals template (OPT_M) when its strategy has at most DENSE_LIMIT rows
+    (its error bars then come from the rows' Gram, :mod:`operators.covariance`), else :func:`_structured`."""
+    from ..advice.candidates import Candidate, select
+    from ..covariance import DENSE_LIMIT
+    from ..selection.hdmm.marginals import MAX_LATTICE_ATTRIBUTES
+
+    why = "every query is a count by groups (a marginal)"
+    if 1 < len(domain) <= MAX_LATTICE_ATTRIBUTES and workload.cells > workload.num_queries:
+        candidate = Candidate("hdmm", "opt_marginals", noise)
+        strategy = select(candidate, workload)
+        if strategy.matrix.shape[0] <= DENSE_LIMIT:
+            return Choice(strategy, candidate.name, f"{why}: HDMM's marginals template, for unions of marginals")
+    return _structured(domain, workload, noise, why)
+
+
+def _structured(domain, workload, noise: str, why: str) -> Choice:
+    """The cheapest structured strategy that takes the workload, chosen without timing anything: QuerySmasher
+    under zCDP, HDMM's Kronecker template (OPT_0 on one column) under pure DP; the cells (Identity) only where
+    they are no more than the queries asked, or where HDMM does not apply."""
+    from ..advice.candidates import Candidate, select
+
+    if noise == "gaussian" and workload.queries is not None:
+        return Choice(select(Candidate("query-smasher", "exact", "gaussian"), workload), "QuerySmasher (exact), "
+                      "gaussian", f"{why}: QuerySmasher, which optimizes for queries on marginals under zCDP")
+    if workload.cells <= workload.num_queries:
+        return _identity(domain, workload, noise, f"{why}: {workload.cells:,} cells, no more than the "
+                         f"{workload.num_queries:,} queries, are measured")
+    if workload.has_matrix:
+        option = "opt_kron" if len(domain) > 1 else "opt_0"
+        candidate = Candidate("hdmm", option, noise)
+        return Choice(select(candidate, workload), candidate.name, f"{why}: {candidate.name}, structured "
+                      f"for the {workload.num_queries:,} queries over {workload.cells:,} cells")
+    return _identity(domain, workload, noise, f"{why}: no structured strategy takes it, the cells are measured")
 
 
 def _identity(domain, workload, noise: str, reason: str) -> Choice:
