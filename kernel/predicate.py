@@ -6,6 +6,7 @@ numpy on integer code columns; values are codes or labels. Clients build them wi
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Mapping
 from typing import Annotated, Literal, Union
@@ -85,7 +86,7 @@ def leaf_codes(leaf, domain: Domain) -> list[int]:
     values = [leaf.value] if isinstance(leaf, Compare) else [leaf.low, leaf.high] if isinstance(leaf, Between) else None
     attribute = domain[leaf.attribute]
     if attribute.values == "numbers":  # raw numbers compare by the bins they fall in, outside the bounds as -1 or size
-        numbers = np.array(values or leaf.values, dtype=np.float64)
+        numbers = np.array([_number(v, attribute.name) for v in values or leaf.values], dtype=np.float64)
         outside = np.where(numbers < attribute.bounds[0], -1, attribute.size)
         return np.where(
             (numbers < attribute.bounds[0]) | (numbers > attribute.bounds[1]), outside, attribute.bin_codes(numbers)
@@ -93,6 +94,14 @@ def leaf_codes(leaf, domain: Domain) -> list[int]:
     return [
         attribute.code(v) if isinstance(v, str) else min(max(int(v), -1), attribute.size) for v in values or leaf.values
     ]
+
+
+def _number(value: Value, attribute: str) -> float:
+    """A predicate's value on a ``"numbers"`` attribute as a float: an integer past the float range as an infinity
+    (beyond either bound, so no bin); text is refused, since such a column holds no labels."""
+    if isinstance(value, str):
+        raise ValueError(f"attribute {attribute!r} holds numbers: compare it with a number, not {value!r}")
+    return float(value) if abs(value) < 2**1023 else math.inf if value > 0 else -math.inf
 
 
 def validate_predicate(predicate, domain: Domain) -> int:

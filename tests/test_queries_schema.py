@@ -204,5 +204,28 @@ def test_a_kernel_predicate_on_a_binned_column_compares_raw_numbers_by_their_bin
     session = ek.protect(frame, schema, ek.PureDP(1))
     results = session.answer([ek.query().where(ek.attr("age") >= 30).count()], ek.PureDP(1), strategy="identity")
     assert abs(results["count where ..."].answer[0] - (ages >= 30).sum()) < 10 * results["count where ..."]["std"][0]
-    with pytest.raises(ek.KernelError, match="could not convert"):
+    with pytest.raises(ek.KernelError, match="holds numbers: compare it with a number"):
         session.source.where(ek.attr("age") >= "old")
+
+
+@pytest.mark.parametrize("value, says", [("1" + "0" * 400, None), ('"abc"', "holds numbers: compare it with a number")])
+def test_a_remote_predicate_on_a_binned_column_with_a_huge_or_text_value(value, says):
+    """Through the JSON protocol, as an analyst sends it: an integer past the float range compares as a number
+    beyond the bounds (no bin: no row passes), and text on a numbers column is refused with a plain reason; both
+    decided from the request alone, with nothing charged."""
+    from ektelo_ng.kernel.predicate import Compare, leaf_codes
+    from ektelo_ng.kernel.service import Kernel
+
+    schema = ek.Schema(income=ek.Numeric(0, 1000, bins=10))
+    kernel = Kernel(load_table({"income": [3.0, 500.0, 2000.0]}, schema.domain()), ek.PureDP(1))
+    root = next(iter(json.loads(kernel.handle_json('{"op": "budget"}'))["per_source"]))
+    where = ('{"op": "where", "source": "%s", "predicate": {"kind": "compare", "attribute": "income", "op": ">=", '
+             '"value": %s}}' % (root, value))
+    reply = json.loads(kernel.handle_json(where))
+    if says is None:
+        assert reply["kind"] == "source", reply
+        assert leaf_codes(Compare(attribute="income", op=">=", value=int(value)), schema.domain()) == [10]
+        assert leaf_codes(Compare(attribute="income", op=">=", value=-int(value)), schema.domain()) == [-1]
+    else:
+        assert reply["kind"] == "error" and says in reply["message"], reply
+    assert json.loads(kernel.handle_json('{"op": "budget"}'))["spent"]["epsilon"] == "0"
