@@ -20,8 +20,9 @@ unless ``n`` is small:
 - otherwise, up to ``DENSE_LIMIT`` cells, ``G^+`` densely from a QR and an SVD of the stacked weighted rows
   (never from ``G``, whose condition number is the square);
 - beyond, with at most ``DENSE_LIMIT`` measured rows (an OPT_+ strategy of a few hundred rows over 10^5
-  cells), ``c = (B B^T)^+ B w`` directly, ``B = D^(1/2) A``: its Gram over rows is small (the pseudo-inverse
-  drops eigenvalues below 1e-12 of the largest, singular values of ``B`` below 1e-6 of its largest);
+  cells), ``c = (B B^T)^+ B w`` directly, ``B = D^(1/2) A``: its Gram over rows is small (eigenvalues below
+  1e-13 of the largest are dropped as rounding; one between that and 1e-10, an ill-conditioned system such as a
+  heavily weighted known total, sends it to the iterative path instead, since the Gram squares the condition);
 - beyond that, one LSMR solve per answer (``c`` = the minimum-norm solution of ``D^(1/2) A^T``-system
   ``A^T D^(1/2) c = w``), for at most ``SOLVE_LIMIT`` answers.
 
@@ -464,7 +465,20 @@ def rows_gram_pinv(measurements: Sequence, size: int) -> np.ndarray | None:
         units = np.zeros((count, stop - start))
         units[np.arange(start, stop), np.arange(stop - start)] = 1.0
         gram[:, start:stop] = _stacked_apply(measurements, stacked_adjoint(measurements, units))
-    return np.linalg.pinv((gram + gram.T) / 2, rcond=1e-12, hermitian=True)
+    values, vectors = np.linalg.eigh((gram + gram.T) / 2)
+    top = values.max(initial=0.0)
+    if np.any((values > ROWS_GRAM_ZERO * top) & (values < ROWS_GRAM_TRUSTED * top)):
+        return None  # ill-conditioned (a row weighing far more, e.g. a known total): LSMR keeps what this would lose
+    kept = values > ROWS_GRAM_ZERO * top
+    return (vectors[:, kept] / values[kept]) @ vectors[:, kept].T
+
+
+ROWS_GRAM_ZERO = 1e-13
+"""Eigenvalues of the rows' Gram below this share of the largest are rounding (rows that repeat others)."""
+ROWS_GRAM_TRUSTED = 1e-10
+"""The smallest share of the largest eigenvalue the rows' Gram is trusted to solve in double precision (its
+condition number is the square of the rows': about 1e-6 relative error at worst); one between ROWS_GRAM_ZERO and
+this sends the solve to LSMR, as before the direct path existed."""
 
 
 def _stacked_apply(measurements: Sequence, X: np.ndarray) -> np.ndarray:
